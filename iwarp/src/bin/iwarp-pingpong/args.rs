@@ -1,0 +1,129 @@
+use std::net::SocketAddr;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// Datagram-iWARP unreliable datagram QP over UDP.
+    Ud,
+    /// iWARP reliable connection QP over TCP (MPA framing).
+    Rc,
+    /// Plain UDP socket, no iWARP framing: the datagram floor.
+    RawUdp,
+    /// Plain TCP socket (TCP_NODELAY), no iWARP framing: the stream floor.
+    RawTcp,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::RawUdp, Kind::Ud, Kind::RawTcp, Kind::Rc];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Ud => "ud",
+            Kind::Rc => "rc",
+            Kind::RawUdp => "raw-udp",
+            Kind::RawTcp => "raw-tcp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+impl OnOff {
+    pub fn on(self) -> bool {
+        self == OnOff::On
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    Initiator,
+    Responder,
+}
+
+/// Verbs-level latency and bandwidth on loopback, iWARP queue pairs against raw sockets.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "iwarp-pingpong")]
+pub struct Args {
+    /// Queue pair kind to measure.
+    #[arg(long, value_enum, default_value = "ud")]
+    pub qp: Kind,
+    /// Measure every kind side by side and print each one's ratio to raw-udp.
+    #[arg(long)]
+    pub all: bool,
+    /// Message sizes in bytes, comma separated (suffixes K and M allowed).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size,
+          default_value = "1,64,1024,16384,65536")]
+    pub sizes: Vec<usize>,
+    /// Round trips per run (fewer for large messages, so a run moves at most --max-bytes).
+    #[arg(long, default_value_t = 2000)]
+    pub iters: usize,
+    /// Repeated runs per size; the report gives the median.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Warm-up round trips before each size.
+    #[arg(long, default_value_t = 100)]
+    pub warmup: usize,
+    /// Messages in flight per window in the bandwidth test.
+    #[arg(long, default_value_t = 16)]
+    pub window: usize,
+    /// Upper bound of bytes one run moves in one direction.
+    #[arg(long, default_value = "64M", value_parser = parse_size)]
+    pub max_bytes: usize,
+    /// MPA markers on RC (negotiated per RFC 5044).
+    #[arg(long, value_enum, default_value = "off")]
+    pub markers: OnOff,
+    /// CRC32c on UD and RC.
+    #[arg(long, value_enum, default_value = "on")]
+    pub crc: OnOff,
+    /// Check every payload byte at both ends.
+    #[arg(long)]
+    pub verify: bool,
+    /// Seconds any single wait may take before the run fails (no hangs).
+    #[arg(long, default_value_t = 10)]
+    pub timeout: u64,
+    /// Also write the results as CSV to this file.
+    #[arg(long)]
+    pub csv: Option<std::path::PathBuf>,
+    #[arg(long, value_enum, default_value = "initiator", hide = true)]
+    pub role: Role,
+    #[arg(long, hide = true)]
+    pub control: Option<SocketAddr>,
+}
+
+impl Args {
+    pub fn kinds(&self) -> Vec<Kind> {
+        if self.all {
+            Kind::ALL.to_vec()
+        } else {
+            vec![self.qp]
+        }
+    }
+
+    /// Round trips for one run at `size`, so large sizes stay bounded in time.
+    pub fn iters_for(&self, size: usize) -> usize {
+        let cap = self.max_bytes / size.max(1);
+        self.iters.min(cap).max(10)
+    }
+
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout)
+    }
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>()
+        .map(|n| n * mult)
+        .map_err(|e| format!("bad size {s:?}: {e}"))
+}

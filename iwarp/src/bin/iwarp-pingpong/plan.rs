@@ -1,0 +1,261 @@
+//! The measurement plan both processes follow, and the setup of each kind of link.
+
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use iwarp::verbs::{AddressHandle, QpConfig, QpType, QueuePair};
+use socket2::{Domain, Socket, Type};
+
+use crate::args::{Args, Kind, Role};
+use crate::control::Control;
+use crate::link::{pattern, Link, Result};
+use crate::raw::{RawTcp, RawUdp};
+use crate::report::{Report, Row};
+use crate::verbs_link::VerbsLink;
+
+/// Datagrams in flight at once in a UD bandwidth window, so a window (about 2 MiB) fits the
+/// receiver's socket buffer and unreliable kinds lose nothing on loopback.
+const UDP_WINDOW_DATAGRAMS: usize = 32;
+const UDP_CHUNK: usize = 65_000;
+const SOCKET_BUFFER: usize = 4 << 20;
+
+pub fn run_initiator(args: &Args) -> Result<()> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let mut child = spawn_responder(listener.local_addr()?)?;
+    let result = listener
+        .accept()
+        .map_err(Into::into)
+        .and_then(|(stream, _)| Control::new(stream, args.timeout()))
+        .and_then(|mut control| measure_all(args, &mut control));
+    if result.is_err() {
+        let _ = child.kill();
+    }
+    let status = child.wait()?;
+    let report = result?;
+    if !status.success() {
+        return Err(format!("responder exited with {status}").into());
+    }
+    report.print(args);
+    if let Some(path) = &args.csv {
+        report.write_csv(path)?;
+    }
+    Ok(())
+}
+
+pub fn run_responder(args: &Args) -> Result<()> {
+    let addr = args.control.ok_or("responder needs --control")?;
+    let mut control = Control::new(TcpStream::connect(addr)?, args.timeout())?;
+    for kind in args.kinds() {
+        let mut link = setup(kind, Role::Responder, args, &mut control)?;
+        for &size in &args.sizes {
+            respond_size(args, kind, link.as_mut(), size, &mut control)?;
+        }
+        control.barrier("kind-done")?;
+    }
+    Ok(())
+}
+
+fn spawn_responder(control: SocketAddr) -> Result<Child> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.args(std::env::args_os().skip(1))
+        .arg("--role=responder")
+        .arg(format!("--control={control}"))
+        .stdin(Stdio::null());
+    Ok(cmd.spawn()?)
+}
+
+fn measure_all(args: &Args, control: &mut Control) -> Result<Report> {
+    let mut report = Report::default();
+    for kind in args.kinds() {
+        let mut link = setup(kind, Role::Initiator, args, control)?;
+        for &size in &args.sizes {
+            let row = measure_size(args, kind, link.as_mut(), size, control)
+                .map_err(|e| format!("{} at {size} B: {e}", kind.name()))?;
+            eprintln!(
+                "{:>8} {:>9} B  {:>9.2} us  {:>9.1} MB/s",
+                kind.name(),
+                size,
+                row.latency_us(),
+                row.bandwidth_mbs()
+            );
+            report.rows.push(row);
+        }
+        control.barrier("kind-done")?;
+    }
+    Ok(report)
+}
+
+fn window_for(args: &Args, kind: Kind, size: usize) -> usize {
+    match kind {
+        Kind::Ud | Kind::RawUdp => {
+            let datagrams = size.div_ceil(UDP_CHUNK).max(1);
+            (UDP_WINDOW_DATAGRAMS / datagrams).clamp(1, args.window)
+        }
+        Kind::Rc | Kind::RawTcp => args.window,
+    }
+}
+
+/// With --verify every message gets its own contents; otherwise one fixed buffer is reused.
+fn message(args: &Args, size: usize, seq: u64) -> Option<Vec<u8>> {
+    args.verify.then(|| pattern(size, seq))
+}
+
+fn measure_size(
+    args: &Args,
+    kind: Kind,
+    link: &mut dyn Link,
+    size: usize,
+    control: &mut Control,
+) -> Result<Row> {
+    let fixed = vec![0x5a; size];
+    let iters = args.iters_for(size);
+    let window = window_for(args, kind, size);
+    let windows = (iters / window).max(2);
+    control.barrier("warmup")?;
+    ping(args, link, size, args.warmup.min(iters), &fixed)?;
+    let mut row = Row::new(kind, size);
+    for _ in 0..args.runs {
+        control.barrier("pingpong")?;
+        let start = Instant::now();
+        ping(args, link, size, iters, &fixed)?;
+        row.latency
+            .push(start.elapsed().as_secs_f64() / (2 * iters) as f64);
+    }
+    for _ in 0..args.runs {
+        control.barrier("stream")?;
+        let start = Instant::now();
+        for w in 0..windows {
+            for j in 0..window {
+                let msg = message(args, size, (w * window + j) as u64);
+                link.send(msg.as_deref().unwrap_or(&fixed))?;
+            }
+            link.recv(1, None)?;
+        }
+        let bytes = (size * window * windows) as f64;
+        row.bandwidth.push(bytes / start.elapsed().as_secs_f64());
+    }
+    Ok(row)
+}
+
+fn respond_size(
+    args: &Args,
+    kind: Kind,
+    link: &mut dyn Link,
+    size: usize,
+    control: &mut Control,
+) -> Result<()> {
+    let fixed = vec![0x5a; size];
+    let iters = args.iters_for(size);
+    let window = window_for(args, kind, size);
+    let windows = (iters / window).max(2);
+    control.barrier("warmup")?;
+    pong(args, link, size, args.warmup.min(iters), &fixed)?;
+    for _ in 0..args.runs {
+        control.barrier("pingpong")?;
+        pong(args, link, size, iters, &fixed)?;
+    }
+    for _ in 0..args.runs {
+        control.barrier("stream")?;
+        for w in 0..windows {
+            for j in 0..window {
+                let msg = message(args, size, (w * window + j) as u64);
+                link.recv(size, msg.as_deref())?;
+            }
+            link.send(&[1])?;
+        }
+    }
+    Ok(())
+}
+
+/// Initiator half of the ping-pong: send, then wait for the echo.
+fn ping(args: &Args, link: &mut dyn Link, size: usize, iters: usize, fixed: &[u8]) -> Result<()> {
+    for i in 0..iters as u64 {
+        let msg = message(args, size, i);
+        link.send(msg.as_deref().unwrap_or(fixed))?;
+        link.recv(size, msg.as_deref())?;
+    }
+    Ok(())
+}
+
+/// Responder half: wait for the message, check it, send it back.
+fn pong(args: &Args, link: &mut dyn Link, size: usize, iters: usize, fixed: &[u8]) -> Result<()> {
+    for i in 0..iters as u64 {
+        let msg = message(args, size, i);
+        link.recv(size, msg.as_deref())?;
+        link.send(msg.as_deref().unwrap_or(fixed))?;
+    }
+    Ok(())
+}
+
+/// Creates this side's end of a `kind` link, exchanging addresses over the control connection.
+fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<Box<dyn Link>> {
+    let timeout = args.timeout();
+    match kind {
+        Kind::RawUdp => {
+            let socket = udp_socket()?;
+            control.send(&socket.local_addr()?.to_string())?;
+            let peer: SocketAddr = control.recv()?.parse()?;
+            socket.connect(peer)?;
+            Ok(Box::new(RawUdp::new(socket, timeout)?))
+        }
+        Kind::RawTcp => match role {
+            Role::Responder => {
+                let listener = TcpListener::bind("127.0.0.1:0")?;
+                control.send(&listener.local_addr()?.to_string())?;
+                let (stream, _) = listener.accept()?;
+                Ok(Box::new(RawTcp::new(stream, timeout)?))
+            }
+            Role::Initiator => {
+                let addr: SocketAddr = control.recv()?.parse()?;
+                Ok(Box::new(RawTcp::new(TcpStream::connect(addr)?, timeout)?))
+            }
+        },
+        Kind::Ud => {
+            let mut qp = QueuePair::create(QpType::Ud, qp_config(args))?;
+            let local = qp.attach_udp(udp_socket()?)?;
+            control.send(&format!("{local} {}", qp.qpn()))?;
+            let line = control.recv()?;
+            let (addr, qpn) = line.split_once(' ').ok_or("bad UD address line")?;
+            let ah = AddressHandle {
+                addr: addr.parse()?,
+                qpn: qpn.parse()?,
+            };
+            Ok(Box::new(VerbsLink::ud(qp, ah, timeout)?))
+        }
+        Kind::Rc => {
+            let mut qp = QueuePair::create(QpType::Rc, qp_config(args))?;
+            match role {
+                Role::Responder => {
+                    let listener = TcpListener::bind("127.0.0.1:0")?;
+                    control.send(&listener.local_addr()?.to_string())?;
+                    qp.accept(&listener)?;
+                }
+                Role::Initiator => {
+                    let addr: SocketAddr = control.recv()?.parse()?;
+                    qp.connect(addr, b"iwarp-pingpong")?;
+                }
+            }
+            Ok(Box::new(VerbsLink::rc(qp, timeout)))
+        }
+    }
+}
+
+fn qp_config(args: &Args) -> QpConfig {
+    QpConfig {
+        crc: args.crc.on(),
+        markers: args.markers.on(),
+        connect_timeout: args.timeout(),
+        ..QpConfig::default()
+    }
+}
+
+/// A loopback UDP socket with buffers large enough for a bandwidth window.
+fn udp_socket() -> Result<UdpSocket> {
+    let socket = Socket::new(Domain::IPV4, Type::DGRAM, None)?;
+    socket.set_recv_buffer_size(SOCKET_BUFFER)?;
+    socket.set_send_buffer_size(SOCKET_BUFFER)?;
+    socket.bind(&"127.0.0.1:0".parse::<SocketAddr>()?.into())?;
+    Ok(socket.into())
+}

@@ -1,0 +1,151 @@
+//! Links over iWARP queue pairs: UD (datagrams, split into chunks like seed 000's benchmark) and RC.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use iwarp::verbs::{
+    AddressHandle, QueuePair, RecvWr, SendOpcode, SendWr, VerbsError, WcOpcode, WcStatus,
+    WorkCompletion,
+};
+
+use crate::link::{check_bytes, Deadline, Link, Result};
+
+/// Receives kept posted on a UD QP: enough for a bandwidth window of 64 KiB datagrams.
+const UD_RECV_DEPTH: usize = 64;
+
+pub struct VerbsLink {
+    qp: QueuePair,
+    ah: Option<AddressHandle>,
+    /// Largest message one send may carry (UD: a datagram's payload; RC: no limit).
+    chunk: usize,
+    completions: Vec<WorkCompletion>,
+    /// Receive completions that belong to the next message.
+    early: VecDeque<WorkCompletion>,
+    spare: Vec<Vec<u8>>,
+    timeout: Duration,
+}
+
+impl VerbsLink {
+    pub fn ud(mut qp: QueuePair, ah: AddressHandle, timeout: Duration) -> Result<Self> {
+        let chunk = qp.ud_max_payload();
+        for i in 0..UD_RECV_DEPTH {
+            qp.post_recv(RecvWr {
+                wr_id: i as u64,
+                buf: vec![0; chunk],
+            })?;
+        }
+        Ok(Self::new(qp, Some(ah), chunk, timeout))
+    }
+
+    pub fn rc(qp: QueuePair, timeout: Duration) -> Self {
+        Self::new(qp, None, usize::MAX, timeout)
+    }
+
+    fn new(qp: QueuePair, ah: Option<AddressHandle>, chunk: usize, timeout: Duration) -> Self {
+        VerbsLink {
+            qp,
+            ah,
+            chunk,
+            completions: Vec::with_capacity(64),
+            early: VecDeque::new(),
+            spare: Vec::new(),
+            timeout,
+        }
+    }
+
+    fn is_ud(&self) -> bool {
+        self.ah.is_some()
+    }
+
+    fn post_one(&mut self, data: &[u8]) -> Result<()> {
+        let mut deadline = Deadline::new(self.timeout, "room in the send queue");
+        loop {
+            let wr = SendWr {
+                wr_id: 0,
+                opcode: SendOpcode::Send,
+                data,
+                ah: self.ah,
+                signaled: false,
+            };
+            match self.qp.post_send(wr) {
+                Ok(()) => return Ok(()),
+                Err(VerbsError::QueueFull) => {}
+                Err(VerbsError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e.into()),
+            }
+            self.completions.clear();
+            self.qp.poll_cq(&mut self.completions, 64)?;
+            self.keep_receives();
+            deadline.check()?;
+        }
+    }
+
+    /// Moves receive completions found while sending aside for the next `recv`.
+    fn keep_receives(&mut self) {
+        for wc in self.completions.drain(..) {
+            if wc.opcode == WcOpcode::Recv {
+                self.early.push_back(wc);
+            }
+        }
+    }
+
+    fn next_recv(&mut self, deadline: &mut Deadline) -> Result<WorkCompletion> {
+        loop {
+            if let Some(wc) = self.early.pop_front() {
+                return Ok(wc);
+            }
+            self.completions.clear();
+            self.qp.poll_cq(&mut self.completions, 1)?;
+            self.keep_receives();
+            if self.early.is_empty() {
+                deadline.check()?;
+            }
+        }
+    }
+}
+
+impl Link for VerbsLink {
+    fn send(&mut self, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return self.post_one(data);
+        }
+        let chunk = self.chunk;
+        for part in data.chunks(chunk) {
+            self.post_one(part)?;
+        }
+        Ok(())
+    }
+
+    fn recv(&mut self, len: usize, expect: Option<&[u8]>) -> Result<()> {
+        if !self.is_ud() {
+            // RC carries the whole message in one receive, posted just before it is awaited:
+            // bytes that arrive earlier wait in the TCP stream.
+            let mut buf = self.spare.pop().unwrap_or_default();
+            buf.resize(len, 0);
+            self.qp.post_recv(RecvWr { wr_id: 0, buf })?;
+        }
+        let mut deadline = Deadline::new(self.timeout, "a receive completion");
+        let mut got = 0;
+        loop {
+            let wc = self.next_recv(&mut deadline)?;
+            if wc.status != WcStatus::Success {
+                return Err(format!("receive completed with {:?}", wc.status).into());
+            }
+            let buf = wc.buf.ok_or("receive completion without its buffer")?;
+            check_bytes(&buf[..wc.byte_len], expect, got)?;
+            got += wc.byte_len;
+            if self.is_ud() {
+                self.qp.post_recv(RecvWr { wr_id: 0, buf })?;
+            } else {
+                self.spare.push(buf);
+            }
+            if got >= len {
+                return if got == len {
+                    Ok(())
+                } else {
+                    Err(format!("message of {got} bytes, expected {len}").into())
+                };
+            }
+        }
+    }
+}
