@@ -28,6 +28,8 @@ pub enum Error {
     BadMarker { offset: u64 },
     #[error("value out of range: {0}")]
     OutOfRange(&'static str),
+    #[error("MPA Reply rejected the connection (R flag)")]
+    MpaRejected,
 }
 
 pub type Result<T> = core::result::Result<T, Error>;
