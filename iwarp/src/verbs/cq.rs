@@ -1,0 +1,128 @@
+//! The receive queue and the completion queue of one queue pair, with the slot accounting that
+//! keeps both bounded: a send WR holds a slot until it is handed to the kernel (unsignaled) or its
+//! completion is polled; a receive WR holds one until its completion is polled. The completion
+//! queue therefore never holds more than `max_send_wr + max_recv_wr` entries and never grows.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use super::{RecvWr, VerbsError, WcOpcode, WcStatus, WorkCompletion};
+
+pub(crate) struct WorkQueues {
+    /// Posted receives, consumed from the front in arrival order.
+    pub(crate) rq: VecDeque<RecvWr>,
+    cq: VecDeque<WorkCompletion>,
+    max_send: usize,
+    max_recv: usize,
+    send_slots: usize,
+    recv_cqes: usize,
+}
+
+impl WorkQueues {
+    pub(crate) fn new(max_send: usize, max_recv: usize) -> Self {
+        WorkQueues {
+            rq: VecDeque::with_capacity(max_recv),
+            cq: VecDeque::with_capacity(max_send + max_recv),
+            max_send,
+            max_recv,
+            send_slots: 0,
+            recv_cqes: 0,
+        }
+    }
+
+    /// Takes a send slot for a new WR.
+    pub(crate) fn reserve_send(&mut self) -> Result<(), VerbsError> {
+        if self.send_slots >= self.max_send {
+            return Err(VerbsError::QueueFull);
+        }
+        self.send_slots += 1;
+        Ok(())
+    }
+
+    /// Gives back a slot taken for a WR that was refused after all.
+    pub(crate) fn unreserve_send(&mut self) {
+        self.send_slots -= 1;
+    }
+
+    /// A send WR was handed to the kernel whole.
+    pub(crate) fn send_done(&mut self, wr_id: u64, len: usize, signaled: bool) {
+        if signaled {
+            self.push_send(wr_id, len, WcStatus::Success);
+        } else {
+            self.send_slots -= 1;
+        }
+    }
+
+    /// A send WR ended in error; errors complete even when unsignaled.
+    pub(crate) fn send_failed(&mut self, wr_id: u64, len: usize, status: WcStatus) {
+        self.push_send(wr_id, len, status);
+    }
+
+    fn push_send(&mut self, wr_id: u64, byte_len: usize, status: WcStatus) {
+        self.cq.push_back(WorkCompletion {
+            wr_id,
+            status,
+            opcode: WcOpcode::Send,
+            byte_len,
+            src: None,
+            solicited: false,
+            buf: None,
+        });
+    }
+
+    pub(crate) fn recv_space(&self) -> bool {
+        self.rq.len() + self.recv_cqes < self.max_recv
+    }
+
+    /// Completes a receive WR already taken off `rq`.
+    pub(crate) fn complete_recv(
+        &mut self,
+        wr: RecvWr,
+        status: WcStatus,
+        byte_len: usize,
+        src: Option<SocketAddr>,
+        solicited: bool,
+    ) {
+        self.recv_cqes += 1;
+        self.cq.push_back(WorkCompletion {
+            wr_id: wr.wr_id,
+            status,
+            opcode: WcOpcode::Recv,
+            byte_len,
+            src,
+            solicited,
+            buf: Some(wr.buf),
+        });
+    }
+
+    /// Completes every posted receive with `FlushError`.
+    pub(crate) fn flush_recvs(&mut self) {
+        while let Some(wr) = self.rq.pop_front() {
+            self.complete_recv(wr, WcStatus::FlushError, 0, None, false);
+        }
+    }
+
+    pub(crate) fn cq_len(&self) -> usize {
+        self.cq.len()
+    }
+
+    /// Moves up to `max` completions into `out`, freeing their slots.
+    pub(crate) fn pop_into(&mut self, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        let n = max.min(self.cq.len());
+        if n == 0 {
+            return 0;
+        }
+        for wc in self.cq.drain(..n) {
+            match wc.opcode {
+                WcOpcode::Send => self.send_slots -= 1,
+                WcOpcode::Recv => self.recv_cqes -= 1,
+            }
+            out.push(wc);
+        }
+        n
+    }
+
+    pub(crate) fn send_slots_free(&self) -> usize {
+        self.max_send - self.send_slots
+    }
+}

@@ -1,0 +1,542 @@
+//! RC queue pairs: iWARP over MPA over TCP, after the start-up exchange.
+//!
+//! Sending: a message becomes untagged DDP Send segments of at most `seg_payload` bytes (MSN per
+//! message, MO = offset, L on the last), one FPDU each. Without markers the FPDUs are framed in
+//! place and gathered, up to [`BATCH`] of them per `sendmsg`, so the payload is never copied;
+//! with markers (which must be spliced into the payload) they are encoded into a reusable buffer.
+//! Whatever the kernel does not take at once is copied into that buffer and written from
+//! `poll_cq`; a send completes once its last byte is in the kernel.
+//!
+//! Receiving: the socket is read straight into the [`FpduDecoder`]'s buffer, and each segment's
+//! payload is copied to its MO in the receive buffer at the head of the receive queue. A message
+//! that does not fit completes with `LocalLengthError` when its last segment arrives; its other
+//! segments are read and dropped so the stream stays in step. With no receive posted the socket
+//! is not read: TCP flow control then holds the sender back (and a peer's close is only noticed
+//! once a receive is posted or a send fails).
+//!
+//! Any decoding, CRC, marker or sequencing error, a reset or an end of stream breaks the
+//! connection (RFC 5044 §8): the socket is shut down and everything outstanding completes in
+//! error. No Terminate message is sent.
+//!
+//! Not enforced: RFC 5044 §7.1.2 lets the responder send only after the initiator's first FPDU,
+//! and RFC 6581's ready-to-receive message is not offered (IRD/ORD go out as 0/0 without the
+//! peer-to-peer bits). Between two of these queue pairs either side may send first.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, IoSlice};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+
+use nix::errno::Errno;
+
+use super::cq::WorkQueues;
+use super::io;
+use super::startup::Established;
+use super::{SendOpcode, SendWr, VerbsError, WcStatus};
+use crate::wire::ddp::{Placement, UNTAGGED_HEADER_LEN};
+use crate::wire::mpa::{FpduDecoder, FpduSender, Frame, MAX_ULPDU_MARKERS};
+use crate::wire::rdmap::{Opcode, SegmentRepr};
+
+/// FPDUs gathered into one `sendmsg` (four iovecs each, well under IOV_MAX).
+const BATCH: usize = 64;
+
+/// Bytes asked of one `read`. The decoder gives back storage above twice the largest FPDU when
+/// it drains; reads of 64 KiB keep it below that, so a busy connection does not free and
+/// reallocate its buffer on every message.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Reads per poll at most, so one poll stays short while a large message streams in.
+const READS_PER_POLL: usize = 64;
+
+/// Encoded-but-unsent bytes at which encoding pauses for a write attempt.
+const ENCODE_CHUNK: usize = 256 * 1024;
+
+/// Written bytes at the front of the send buffer after which they are dropped by moving the
+/// rest, when they are also at least half of it.
+const COMPACT_AT: usize = 1 << 20;
+
+/// Send buffer storage kept once it drains; a backlog that needed more gives it back.
+const KEEP_TX_CAPACITY: usize = 1 << 20;
+
+/// What the MPA exchange settled for this connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RcSettings {
+    /// This side inserts markers into what it sends.
+    pub markers_tx: bool,
+    /// The peer inserts markers into what it sends.
+    pub markers_rx: bool,
+    /// CRC32c in both directions.
+    pub crc: bool,
+    /// MPA revision in use.
+    pub revision: u8,
+    /// Payload bytes per outgoing segment.
+    pub segment_payload: usize,
+}
+
+/// The message being placed into the receive at the head of the receive queue.
+struct RxProgress {
+    placed: usize,
+    overflow: bool,
+    solicited: bool,
+}
+
+/// A send WR whose bytes are (partly) still in the send buffer.
+struct PendingSend {
+    /// Stream byte count (`TxBuffer::queued`) at which its last byte is written.
+    end: u64,
+    wr_id: u64,
+    len: usize,
+    signaled: bool,
+}
+
+/// Bytes for the kernel that it has not taken yet, oldest first.
+#[derive(Default)]
+struct TxBuffer {
+    buf: Vec<u8>,
+    pos: usize,
+    /// Bytes ever appended to `buf`.
+    queued: u64,
+    /// Bytes ever written from `buf`.
+    written: u64,
+    pending: VecDeque<PendingSend>,
+}
+
+impl TxBuffer {
+    fn unsent(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pos == self.buf.len() && self.pending.is_empty()
+    }
+}
+
+/// The segments of one message.
+struct Segments<'a> {
+    data: &'a [u8],
+    off: usize,
+    max: usize,
+    opcode: Opcode,
+    msn: u32,
+    done: bool,
+}
+
+impl<'a> Iterator for Segments<'a> {
+    type Item = (SegmentRepr, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let end = self.data.len().min(self.off + self.max);
+        let last = end == self.data.len();
+        // Messages are limited to u32::MAX bytes, so the offset fits MO.
+        let seg = SegmentRepr::untagged(self.opcode, last, 0, self.msn, self.off as u32);
+        let payload = &self.data[self.off..end];
+        self.off = end;
+        self.done = last;
+        Some((seg, payload))
+    }
+}
+
+pub(crate) struct RcPath {
+    stream: TcpStream,
+    local: SocketAddr,
+    peer: SocketAddr,
+    settings: RcSettings,
+    sender: FpduSender,
+    decoder: FpduDecoder,
+    tx_msn: u32,
+    rx_msn: u32,
+    rx: Option<RxProgress>,
+    tx: TxBuffer,
+    /// Why the connection broke, for the queue pair to pick up.
+    failure: Option<VerbsError>,
+}
+
+impl RcPath {
+    /// Takes over a connected, handshaken stream. `max_ulpdu` is the configured segment payload.
+    pub(crate) fn new(
+        stream: TcpStream,
+        est: Established,
+        max_ulpdu: usize,
+    ) -> Result<Self, VerbsError> {
+        stream.set_read_timeout(None)?;
+        stream.set_write_timeout(None)?;
+        stream.set_nonblocking(true)?;
+        let local = stream.local_addr()?;
+        let peer = stream.peer_addr()?;
+        let n = est.negotiated;
+        // With markers an FPDU must stay short enough for every marker to point back at it.
+        let segment_payload = if n.markers_tx {
+            max_ulpdu.min(MAX_ULPDU_MARKERS - UNTAGGED_HEADER_LEN)
+        } else {
+            max_ulpdu
+        };
+        let mut decoder = FpduDecoder::new(n.markers_rx, n.crc);
+        decoder.push(&est.leftover);
+        Ok(RcPath {
+            stream,
+            local,
+            peer,
+            settings: RcSettings {
+                markers_tx: n.markers_tx,
+                markers_rx: n.markers_rx,
+                crc: n.crc,
+                revision: est.revision,
+                segment_payload,
+            },
+            sender: FpduSender::new(n.markers_tx, n.crc),
+            decoder,
+            tx_msn: 1,
+            rx_msn: 1,
+            rx: None,
+            tx: TxBuffer::default(),
+            failure: None,
+        })
+    }
+
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub(crate) fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    pub(crate) fn settings(&self) -> RcSettings {
+        self.settings
+    }
+
+    /// Bytes of buffer storage held (send backlog and decoder).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.tx.buf.capacity() + self.decoder.capacity()
+    }
+
+    pub(crate) fn take_failure(&mut self) -> Option<VerbsError> {
+        self.failure.take()
+    }
+
+    pub(crate) fn post_send(
+        &mut self,
+        q: &mut WorkQueues,
+        wr: &SendWr<'_>,
+    ) -> Result<(), VerbsError> {
+        if u32::try_from(wr.data.len()).is_err() {
+            return Err(VerbsError::MessageTooLarge {
+                len: wr.data.len(),
+                max: u32::MAX as usize,
+            });
+        }
+        q.reserve_send()?;
+        let opcode = match wr.opcode {
+            SendOpcode::Send => Opcode::Send,
+            SendOpcode::SendSolicited => Opcode::SendSolicited,
+        };
+        let segs = Segments {
+            data: wr.data,
+            off: 0,
+            max: self.settings.segment_payload,
+            opcode,
+            msn: self.tx_msn,
+            done: false,
+        };
+        self.tx_msn = self.tx_msn.wrapping_add(1);
+        // Not complete until `end` is known.
+        let pending = PendingSend {
+            end: u64::MAX,
+            wr_id: wr.wr_id,
+            len: wr.data.len(),
+            signaled: wr.signaled,
+        };
+        let result = if !self.tx.is_empty() || self.sender.markers() {
+            self.send_buffered(q, segs, pending)
+        } else if wr.data.len() <= self.settings.segment_payload {
+            self.send_gathered::<1>(q, segs, pending)
+        } else {
+            self.send_gathered::<BATCH>(q, segs, pending)
+        };
+        if let Err(e) = result {
+            self.fail(q, Some(e));
+        }
+        Ok(())
+    }
+
+    /// The zero-copy path: frames up to `N` FPDUs at a time around the caller's payload and
+    /// gathers them into one `sendmsg`; copies only what the kernel refuses. The WR waits in
+    /// `tx.pending` meanwhile, so a failure anywhere completes it. `N` is 1 for single-segment
+    /// messages, which keeps the latency path's stack arrays small.
+    fn send_gathered<const N: usize>(
+        &mut self,
+        q: &mut WorkQueues,
+        mut segs: Segments<'_>,
+        pending: PendingSend,
+    ) -> Result<(), VerbsError> {
+        self.tx.pending.push_back(pending);
+        let fd = self.stream.as_raw_fd();
+        let mut headers = [[0u8; UNTAGGED_HEADER_LEN]; N];
+        let mut frames: [Option<Frame>; N] = [None; N];
+        let mut payloads: [&[u8]; N] = [&[]; N];
+        loop {
+            let mut n = 0;
+            while n < N {
+                let Some((seg, payload)) = segs.next() else {
+                    break;
+                };
+                let hl = seg.emit(&mut headers[n])?;
+                frames[n] = Some(self.sender.frame(&[&headers[n][..hl], payload])?);
+                payloads[n] = payload;
+                n += 1;
+            }
+            if n == 0 {
+                if let Some(p) = self.tx.pending.pop_back() {
+                    q.send_done(p.wr_id, p.len, p.signaled);
+                }
+                return Ok(());
+            }
+            let mut iov = [[IoSlice::new(&[]); 4]; N];
+            let mut total = 0;
+            for (((slot, frame), header), payload) in iov
+                .iter_mut()
+                .zip(&frames)
+                .zip(&headers)
+                .zip(payloads)
+                .take(n)
+            {
+                let Some(frame) = frame else { continue };
+                *slot = [
+                    IoSlice::new(&frame.prefix),
+                    IoSlice::new(header),
+                    IoSlice::new(payload),
+                    IoSlice::new(frame.suffix()),
+                ];
+                total += slot.iter().map(|s| s.len()).sum::<usize>();
+            }
+            let iov = &iov.as_flattened()[..4 * n];
+            let written = match io::send_gather(fd, iov, None) {
+                Ok(w) => w,
+                Err(Errno::EAGAIN) => 0,
+                Err(e) => return Err(e.into()),
+            };
+            if written < total {
+                // The kernel is full: keep the rest ourselves, in stream order.
+                let start = self.tx.buf.len();
+                let mut skip = written;
+                for s in iov {
+                    if skip >= s.len() {
+                        skip -= s.len();
+                        continue;
+                    }
+                    self.tx.buf.extend_from_slice(&s[skip..]);
+                    skip = 0;
+                }
+                let mut header = [0u8; UNTAGGED_HEADER_LEN];
+                for (seg, payload) in segs {
+                    let hl = seg.emit(&mut header)?;
+                    self.sender
+                        .encode(&[&header[..hl], payload], &mut self.tx.buf)?;
+                }
+                self.tx.queued += (self.tx.buf.len() - start) as u64;
+                if let Some(p) = self.tx.pending.back_mut() {
+                    p.end = self.tx.queued;
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    /// The copying path (markers on, or earlier sends still queued): encodes into the send
+    /// buffer, writing whenever a good chunk has built up and the kernel is taking data.
+    fn send_buffered(
+        &mut self,
+        q: &mut WorkQueues,
+        segs: Segments<'_>,
+        pending: PendingSend,
+    ) -> Result<(), VerbsError> {
+        self.tx.pending.push_back(pending);
+        let mut header = [0u8; UNTAGGED_HEADER_LEN];
+        let mut blocked = false;
+        for (seg, payload) in segs {
+            let hl = seg.emit(&mut header)?;
+            let before = self.tx.buf.len();
+            self.sender
+                .encode(&[&header[..hl], payload], &mut self.tx.buf)?;
+            self.tx.queued += (self.tx.buf.len() - before) as u64;
+            if !blocked && self.tx.unsent() >= ENCODE_CHUNK {
+                blocked = !self.flush(q)?;
+            }
+        }
+        if let Some(p) = self.tx.pending.back_mut() {
+            p.end = self.tx.queued;
+        }
+        if !blocked {
+            self.flush(q)?;
+        }
+        Ok(())
+    }
+
+    /// Writes queued bytes until done or the kernel refuses; completes the sends whose last
+    /// byte went. Returns whether everything went.
+    fn flush(&mut self, q: &mut WorkQueues) -> Result<bool, VerbsError> {
+        let fd = self.stream.as_raw_fd();
+        let tx = &mut self.tx;
+        while tx.pos < tx.buf.len() {
+            match io::send_stream(fd, &tx.buf[tx.pos..]) {
+                Ok(n) => {
+                    tx.pos += n;
+                    tx.written += n as u64;
+                }
+                Err(Errno::EAGAIN) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        while let Some(p) = tx.pending.front() {
+            if p.end > tx.written {
+                break;
+            }
+            q.send_done(p.wr_id, p.len, p.signaled);
+            tx.pending.pop_front();
+        }
+        if tx.pos == tx.buf.len() {
+            if tx.buf.capacity() > KEEP_TX_CAPACITY {
+                tx.buf = Vec::new();
+            } else {
+                tx.buf.clear();
+            }
+            tx.pos = 0;
+            return Ok(true);
+        }
+        if tx.pos >= COMPACT_AT && tx.pos * 2 >= tx.buf.len() {
+            tx.buf.drain(..tx.pos);
+            tx.pos = 0;
+        }
+        Ok(false)
+    }
+
+    /// Writes queued sends, then reads and places whatever the posted receives can take.
+    pub(crate) fn progress(&mut self, q: &mut WorkQueues) {
+        let result = if self.tx.unsent() > 0 {
+            self.flush(q).map(|_| ())
+        } else {
+            Ok(())
+        };
+        if let Err(e) = result.and_then(|()| self.receive(q)) {
+            self.fail(q, Some(e));
+        }
+    }
+
+    fn receive(&mut self, q: &mut WorkQueues) -> Result<(), VerbsError> {
+        for _ in 0..READS_PER_POLL {
+            self.place_decoded(q)?;
+            if self.rx.is_none() && q.rq.is_empty() {
+                return Ok(());
+            }
+            let n = match self.decoder.read_from(&mut self.stream, READ_CHUNK) {
+                Ok(0) => return Err(VerbsError::PeerClosed),
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if n < READ_CHUNK {
+                // The socket is most likely empty: skip the read that would say so.
+                return self.place_decoded(q);
+            }
+        }
+        self.place_decoded(q)
+    }
+
+    /// Places decoded segments while some receive can take them.
+    fn place_decoded(&mut self, q: &mut WorkQueues) -> Result<(), VerbsError> {
+        while self.rx.is_some() || !q.rq.is_empty() {
+            let Some(ulpdu) = self.decoder.next_ulpdu()? else {
+                return Ok(());
+            };
+            place(ulpdu, &mut self.rx, &mut self.rx_msn, q)?;
+        }
+        Ok(())
+    }
+
+    /// The connection is broken: close it and complete everything outstanding.
+    pub(crate) fn fail(&mut self, q: &mut WorkQueues, why: Option<VerbsError>) {
+        let _ = self.stream.shutdown(Shutdown::Both);
+        if let Some(rx) = self.rx.take() {
+            if let Some(wr) = q.rq.pop_front() {
+                q.complete_recv(wr, WcStatus::TransportError, rx.placed, None, rx.solicited);
+            }
+        }
+        q.flush_recvs();
+        // Only the oldest queued send can have been partly on the wire.
+        let mut status = WcStatus::TransportError;
+        for p in self.tx.pending.drain(..) {
+            q.send_failed(p.wr_id, p.len, status);
+            status = WcStatus::FlushError;
+        }
+        self.tx.buf = Vec::new();
+        self.tx.pos = 0;
+        if self.failure.is_none() {
+            self.failure = why;
+        }
+    }
+}
+
+/// Checks one received segment against the stream's state and copies its payload into the
+/// receive at the head of the queue.
+fn place(
+    ulpdu: &[u8],
+    rx: &mut Option<RxProgress>,
+    rx_msn: &mut u32,
+    q: &mut WorkQueues,
+) -> Result<(), VerbsError> {
+    let (seg, payload) = SegmentRepr::parse(ulpdu)?;
+    let Placement::Untagged { qn, msn, mo, .. } = seg.placement else {
+        return Err(VerbsError::Protocol(
+            "tagged segment, but no memory is registered",
+        ));
+    };
+    if !matches!(seg.opcode, Opcode::Send | Opcode::SendSolicited) {
+        return Err(VerbsError::Protocol("RDMAP opcode other than Send"));
+    }
+    if qn != 0 {
+        return Err(VerbsError::Protocol("Send segment on a queue other than 0"));
+    }
+    if msn != *rx_msn {
+        return Err(VerbsError::Protocol("MSN out of sequence"));
+    }
+    let progress = match rx {
+        Some(p) => p,
+        None => rx.insert(RxProgress {
+            placed: 0,
+            overflow: false,
+            solicited: seg.opcode.solicited(),
+        }),
+    };
+    if mo as usize != progress.placed {
+        return Err(VerbsError::Protocol("MO out of sequence"));
+    }
+    let Some(wr) = q.rq.front_mut() else {
+        return Err(VerbsError::Protocol("segment without a receive"));
+    };
+    let end = progress.placed + payload.len();
+    if !progress.overflow {
+        match wr.buf.get_mut(progress.placed..end) {
+            Some(dst) => dst.copy_from_slice(payload),
+            None => progress.overflow = true,
+        }
+    }
+    progress.placed = end;
+    if seg.last {
+        let status = if progress.overflow {
+            WcStatus::LocalLengthError
+        } else {
+            WcStatus::Success
+        };
+        let (placed, solicited) = (progress.placed, progress.solicited);
+        *rx = None;
+        *rx_msn = rx_msn.wrapping_add(1);
+        if let Some(wr) = q.rq.pop_front() {
+            q.complete_recv(wr, status, placed, None, solicited);
+        }
+    }
+    Ok(())
+}
