@@ -1,4 +1,25 @@
-//! Sans-IO reliable-datagram sessions for diwarp: sequence numbers, batched ACKs, RTT-based timers,
-//! windows and credits, reordering, segmentation and coalescing. No sockets, no clock reads.
+//! Sans-IO reliable-datagram sessions for diwarp: the "LLP" under datagram-iWARP's reliable
+//! datagram service. Sequence numbers, batched and selective ACKs, RTT-based retransmission,
+//! credits, reordering, segmentation with out-of-order placement, and coalescing. No sockets and
+//! no clock reads: the caller passes time and bytes in and takes datagrams, deadlines and events
+//! out, as with quinn-proto's `Connection`.
 //!
-//! Empty until the reliability issue; it exists so the workspace has its final shape.
+//! A [`Session`] talks to one peer; an [`Endpoint`] owns many and finds them by the session id
+//! in each datagram's [header]. See the crate README for the protocol and its defaults.
+
+pub mod config;
+pub mod endpoint;
+pub mod header;
+pub mod reassembly;
+pub mod rtt;
+mod send;
+pub mod seq;
+pub mod session;
+pub mod stats;
+
+pub use config::{Config, ConfigError};
+pub use endpoint::{Endpoint, EndpointStats};
+pub use reassembly::{Delivery, Placement, Sink};
+pub use seq::{MsgId, MsgRange, Seq};
+pub use session::{DropReason, Event, GatherTransmit, SendError, Session, SessionIds, Transmit};
+pub use stats::{Memory, RttStats, Stats};

@@ -1,0 +1,369 @@
+//! Many sessions behind one socket: finds a datagram's session by the receiver-chosen id in its
+//! header, creates sessions on first contact, shares a receive budget among them as credit, and
+//! keeps ready lists and a timer heap so that polling costs nothing for idle peers.
+
+use core::hash::{BuildHasherDefault, Hasher};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use hashbrown::HashMap;
+
+use crate::config::{Config, ConfigError};
+use crate::header::Packet;
+use crate::reassembly::Sink;
+use crate::seq::MsgId;
+use crate::session::{DropReason, Event, SendError, Session, SessionIds, Transmit};
+
+/// Session ids are chosen by this side, so they need no defence against crafted collisions; a
+/// multiplicative hash spreads them well enough and keeps iteration order deterministic.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (u64::from(v) ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
+
+#[derive(Debug)]
+struct Entry {
+    session: Session,
+    tx_queued: bool,
+    ev_queued: bool,
+}
+
+/// Endpoint-wide counters (per-session ones are in each [`Session::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Datagrams too short to name a session.
+    pub dropped_malformed: u64,
+    /// Datagrams for an id with no session that the caller declined to open.
+    pub dropped_unknown_session: u64,
+    /// Sessions created.
+    pub sessions_opened: u64,
+}
+
+/// A set of sessions keyed by their local (receiver-chosen) id.
+#[derive(Debug)]
+pub struct Endpoint {
+    config: Arc<Config>,
+    sessions: IdMap<Entry>,
+    tx_ready: VecDeque<u32>,
+    ev_ready: VecDeque<u32>,
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    recv_budget: Option<u32>,
+    stats: EndpointStats,
+}
+
+impl Endpoint {
+    /// An endpoint whose sessions all use `config`.
+    pub fn new(config: Config) -> Result<Endpoint, ConfigError> {
+        config.validate()?;
+        Ok(Endpoint {
+            config: Arc::new(config),
+            sessions: IdMap::default(),
+            tx_ready: VecDeque::new(),
+            ev_ready: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            recv_budget: None,
+            stats: EndpointStats::default(),
+        })
+    }
+
+    /// Shares `datagrams` of receive credit among the sessions: each advertises
+    /// `budget / sessions` (at least 1, at most `recv_window`), so that all peers together
+    /// cannot have more datagrams in flight to this endpoint than its socket buffer holds.
+    pub fn set_recv_budget(&mut self, datagrams: u32) {
+        self.recv_budget = Some(datagrams);
+        self.rebalance();
+    }
+
+    fn rebalance(&mut self) {
+        let Some(budget) = self.recv_budget else {
+            return;
+        };
+        let n = self.sessions.len().max(1) as u32;
+        let share = (budget / n).clamp(1, u32::from(u16::MAX)) as u16;
+        let ids: Vec<u32> = self.sessions.keys().copied().collect();
+        for id in ids {
+            let e = self.sessions.get_mut(&id).expect("listed");
+            e.session.set_credit(share);
+            Self::touch(
+                &mut self.tx_ready,
+                &mut self.ev_ready,
+                &mut self.timers,
+                id,
+                e,
+            );
+        }
+    }
+
+    fn touch(
+        tx_ready: &mut VecDeque<u32>,
+        ev_ready: &mut VecDeque<u32>,
+        timers: &mut BinaryHeap<Reverse<(Instant, u32)>>,
+        id: u32,
+        e: &mut Entry,
+    ) {
+        if !e.tx_queued {
+            e.tx_queued = true;
+            tx_ready.push_back(id);
+        }
+        if !e.ev_queued {
+            e.ev_queued = true;
+            ev_ready.push_back(id);
+        }
+        if let Some(t) = e.session.poll_timeout() {
+            timers.push(Reverse((t, id)));
+        }
+    }
+
+    /// The session with this local id, creating it with `ids` on first contact.
+    pub fn open(&mut self, ids: SessionIds, now: Instant) -> &mut Session {
+        let id = ids.local_id;
+        if !self.sessions.contains_key(&id) {
+            let session = Session::new(self.config.clone(), ids, now).expect("config validated");
+            self.sessions.insert(
+                id,
+                Entry {
+                    session,
+                    tx_queued: false,
+                    ev_queued: false,
+                },
+            );
+            self.stats.sessions_opened += 1;
+            self.rebalance();
+        }
+        &mut self.sessions.get_mut(&id).expect("just inserted").session
+    }
+
+    /// The session with this local id.
+    pub fn session(&self, local_id: u32) -> Option<&Session> {
+        self.sessions.get(&local_id).map(|e| &e.session)
+    }
+
+    /// Removes a session (after it failed, or when the peer is gone).
+    pub fn remove(&mut self, local_id: u32) -> Option<Session> {
+        let s = self.sessions.remove(&local_id).map(|e| e.session);
+        if s.is_some() {
+            self.rebalance();
+        }
+        s
+    }
+
+    /// Number of sessions.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Whether there are no sessions.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Queues a message on an open session.
+    pub fn send(
+        &mut self,
+        local_id: u32,
+        now: Instant,
+        data: impl Into<Bytes>,
+    ) -> Result<MsgId, SendError> {
+        let Some(e) = self.sessions.get_mut(&local_id) else {
+            return Err(SendError::PeerFailed);
+        };
+        let r = e.session.send(now, data);
+        Self::touch(
+            &mut self.tx_ready,
+            &mut self.ev_ready,
+            &mut self.timers,
+            local_id,
+            e,
+        );
+        self.compact_timers();
+        r
+    }
+
+    /// The session id a datagram is addressed to, if it is long enough to carry one.
+    pub fn peek_session_id(datagram: &[u8]) -> Option<u32> {
+        Packet::new_checked(datagram).ok().map(|p| p.session())
+    }
+
+    /// Routes a datagram to its session. For an id without a session, `accept(id, epoch)` may
+    /// return the ids to open one with (first contact); `None` drops the datagram. Returns the
+    /// local id of the session that took it.
+    pub fn handle_datagram<S, F>(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        sink: &mut S,
+        accept: F,
+    ) -> Result<u32, DropReason>
+    where
+        S: Sink + ?Sized,
+        F: FnOnce(u32, u32) -> Option<SessionIds>,
+    {
+        let p = match Packet::new_checked(datagram) {
+            Ok(p) => p,
+            Err(e) => {
+                self.stats.dropped_malformed += 1;
+                return Err(DropReason::Malformed(e));
+            }
+        };
+        let id = p.session();
+        if !self.sessions.contains_key(&id) {
+            match accept(id, p.epoch()) {
+                Some(ids) if ids.local_id == id => {
+                    self.open(ids, now);
+                }
+                _ => {
+                    self.stats.dropped_unknown_session += 1;
+                    return Err(DropReason::UnknownSession(id));
+                }
+            }
+        }
+        let e = self.sessions.get_mut(&id).expect("present or opened");
+        let r = e.session.handle_datagram(now, datagram, sink);
+        Self::touch(
+            &mut self.tx_ready,
+            &mut self.ev_ready,
+            &mut self.timers,
+            id,
+            e,
+        );
+        self.compact_timers();
+        r.map(|()| id)
+    }
+
+    /// Next datagram of any session, with the local id of the session that sent it.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<(u32, Transmit)> {
+        while let Some(&id) = self.tx_ready.front() {
+            let Some(e) = self.sessions.get_mut(&id) else {
+                self.tx_ready.pop_front();
+                continue;
+            };
+            if let Some(t) = e.session.poll_transmit(now, buf) {
+                // Round robin: a busy session yields to the next one after each datagram.
+                self.tx_ready.pop_front();
+                self.tx_ready.push_back(id);
+                if let Some(t) = e.session.poll_timeout() {
+                    self.timers.push(Reverse((t, id)));
+                }
+                return Some((id, t));
+            }
+            e.tx_queued = false;
+            self.tx_ready.pop_front();
+        }
+        None
+    }
+
+    /// Next event of any session, with its local id.
+    pub fn poll_event(&mut self) -> Option<(u32, Event)> {
+        while let Some(&id) = self.ev_ready.front() {
+            let Some(e) = self.sessions.get_mut(&id) else {
+                self.ev_ready.pop_front();
+                continue;
+            };
+            if let Some(ev) = e.session.poll_event() {
+                return Some((id, ev));
+            }
+            e.ev_queued = false;
+            self.ev_ready.pop_front();
+        }
+        None
+    }
+
+    /// The earliest deadline of any session (possibly a little early: stale timer entries are
+    /// dropped lazily by `handle_timeout`).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Runs every session timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        // Collect first: a handled session may report a deadline that is still due (an ACK
+        // waiting for `poll_transmit`), and looping on the heap would spin on it.
+        let mut due = Vec::new();
+        while let Some(&Reverse((t, id))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            if !due.contains(&id) {
+                due.push(id);
+            }
+        }
+        for id in due {
+            let Some(e) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            match e.session.poll_timeout() {
+                Some(t) if t <= now => {
+                    e.session.handle_timeout(now);
+                    Self::touch(
+                        &mut self.tx_ready,
+                        &mut self.ev_ready,
+                        &mut self.timers,
+                        id,
+                        e,
+                    );
+                }
+                Some(t) => self.timers.push(Reverse((t, id))),
+                None => {}
+            }
+        }
+        self.compact_timers();
+    }
+
+    /// Every touch pushes a deadline and stale ones are only dropped when due; rebuild the heap
+    /// once it holds several entries per session, which amortises to O(1) per push.
+    fn compact_timers(&mut self) {
+        if self.timers.len() > 4 * self.sessions.len() + 64 {
+            self.rebuild_timers();
+        }
+    }
+
+    fn rebuild_timers(&mut self) {
+        self.timers = self
+            .sessions
+            .iter()
+            .filter_map(|(&id, e)| e.session.poll_timeout().map(|t| Reverse((t, id))))
+            .collect();
+    }
+
+    /// Endpoint counters.
+    pub fn stats(&self) -> &EndpointStats {
+        &self.stats
+    }
+
+    /// Sessions, by local id.
+    pub fn sessions(&self) -> impl Iterator<Item = (u32, &Session)> {
+        self.sessions.iter().map(|(&id, e)| (id, &e.session))
+    }
+
+    /// Bytes held by all sessions and the endpoint's own tables.
+    pub fn memory(&self) -> usize {
+        let own = self.sessions.capacity() * (core::mem::size_of::<(u32, Entry)>() + 1)
+            + (self.tx_ready.capacity() + self.ev_ready.capacity()) * 4
+            + self.timers.capacity() * core::mem::size_of::<Reverse<(Instant, u32)>>();
+        own + self
+            .sessions
+            .values()
+            .map(|e| e.session.memory().total() - core::mem::size_of::<Session>())
+            .sum::<usize>()
+    }
+}

@@ -1,0 +1,120 @@
+//! Round-trip time estimation and the retransmission timeout (RFC 6298).
+//!
+//! Samples come only from datagrams sent once (Karn's rule: an ACK for a retransmitted datagram
+//! cannot say which copy it answers). The samples include the receiver's ACK delay; that is
+//! deliberate, since the timeout must cover it too.
+
+use core::time::Duration;
+
+use crate::config::Config;
+
+/// Smoothed RTT and its variation. The timeout bounds come from the [`Config`], so that a
+/// session does not carry copies of them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RttEstimator {
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    latest: Duration,
+}
+
+impl RttEstimator {
+    /// An estimator with no sample yet; its timeout is `initial_rto` until the first sample.
+    pub fn new() -> Self {
+        RttEstimator::default()
+    }
+
+    /// Feeds one RTT sample.
+    pub fn update(&mut self, sample: Duration) {
+        self.latest = sample;
+        match self.srtt {
+            None => {
+                self.srtt = Some(sample);
+                self.rttvar = sample / 2;
+            }
+            Some(srtt) => {
+                let err = if srtt > sample {
+                    srtt - sample
+                } else {
+                    sample - srtt
+                };
+                self.rttvar = (self.rttvar * 3 + err) / 4;
+                self.srtt = Some((srtt * 7 + sample) / 8);
+            }
+        }
+    }
+
+    /// Smoothed RTT, if any sample was taken.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
+    /// RTT variation.
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+
+    /// The most recent sample.
+    pub fn latest(&self) -> Duration {
+        self.latest
+    }
+
+    /// The retransmission timeout before backoff: SRTT + 4·RTTVAR, within `[min_rto, max_rto]`.
+    pub fn rto(&self, config: &Config) -> Duration {
+        let raw = match self.srtt {
+            None => config.initial_rto,
+            // RFC 6298's clock-granularity term G is 0 here: Instants have nanosecond resolution.
+            Some(srtt) => srtt + self.rttvar * 4,
+        };
+        raw.clamp(config.min_rto, config.max_rto.max(config.min_rto))
+    }
+
+    /// The timeout after `backoff` consecutive expiries: doubled each time, capped at `max_rto`.
+    pub fn backed_off(&self, config: &Config, backoff: u32) -> Duration {
+        let base = self.rto(config);
+        let factor = 1u32 << backoff.min(20);
+        base.saturating_mul(factor)
+            .min(config.max_rto.max(config.min_rto))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+
+    fn cfg(initial: Duration, min: Duration, max: Duration) -> Config {
+        Config {
+            initial_rto: initial,
+            min_rto: min,
+            max_rto: max,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn rfc6298_first_and_next() {
+        let c = cfg(US * 1000, US, Duration::from_secs(1));
+        let mut r = RttEstimator::new();
+        assert_eq!(r.rto(&c), US * 1000);
+        r.update(US * 100);
+        assert_eq!(r.srtt(), Some(US * 100));
+        assert_eq!(r.rttvar(), US * 50);
+        assert_eq!(r.rto(&c), US * 300);
+        r.update(US * 200);
+        // rttvar = 3/4*50 + 1/4*100 = 62.5; srtt = 7/8*100 + 1/8*200 = 112.5
+        assert_eq!(r.rttvar(), Duration::from_nanos(62_500));
+        assert_eq!(r.srtt(), Some(Duration::from_nanos(112_500)));
+    }
+
+    #[test]
+    fn floor_and_backoff() {
+        let c = cfg(US * 1000, US * 500, US * 4000);
+        let mut r = RttEstimator::new();
+        r.update(US * 6);
+        assert_eq!(r.rto(&c), US * 500);
+        assert_eq!(r.backed_off(&c, 1), US * 1000);
+        assert_eq!(r.backed_off(&c, 3), US * 4000);
+        assert_eq!(r.backed_off(&c, 40), US * 4000);
+    }
+}

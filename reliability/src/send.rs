@@ -1,0 +1,651 @@
+//! The sending half: the message queue, segmentation and coalescing, the retransmission queue,
+//! loss detection from selective ACKs and the retransmission timer.
+//!
+//! Loss detection counts transmissions, not sequence numbers (as RACK does): a datagram is lost
+//! once `dup_thresh` datagrams *transmitted after it* are acknowledged. The same rule then covers
+//! a lost retransmission, which sequence-number counting cannot see.
+//!
+//! Reordering makes that rule resend datagrams that were only late. The receiver reports each
+//! duplicate it gets (DSACK); a duplicate of something we retransmitted proves the retransmission
+//! spurious, and then a loss also has to wait out a reordering window, in time, before it is
+//! declared (RACK's `reo_wnd`). The window jumps to at least how long the original had been
+//! out when it was resent, doubles on each further spurious retransmission, is capped at the
+//! retransmission timeout, and halves after every 1024 datagrams acknowledged without one, so
+//! a network that stops reordering gets its fast recovery back.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::config::{Config, MAX_DUP_THRESH};
+use crate::header::{push_entry, Body, ENTRY_LEN_LEN, SACK_BITS};
+use crate::rtt::RttEstimator;
+use crate::seq::{MsgId, Seq};
+use crate::stats::Stats;
+
+/// What a queued message costs beyond its bytes, so that a flood of empty messages still meets
+/// the send-buffer bound.
+pub(crate) const MSG_OVERHEAD: usize = 64;
+
+/// Marks an empty slot of the recent-retransmission ring.
+const NO_RETX: u32 = u32::MAX;
+
+/// A message waiting to be (fully) sent.
+#[derive(Debug)]
+struct Outgoing {
+    id: MsgId,
+    data: Bytes,
+    /// Bytes already cut into segments.
+    sent: usize,
+}
+
+/// The payload of one datagram, kept for retransmission; the `Bytes` share the caller's buffer.
+#[derive(Debug, Clone)]
+pub(crate) struct Payload {
+    pub(crate) body: Body,
+    pub(crate) data: Bytes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Sent, no news.
+    Unacked,
+    /// Selectively acknowledged; never resent.
+    Sacked,
+    /// Declared lost; waiting to be resent.
+    Lost,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    payload: Payload,
+    sent_at: Instant,
+    first_sent: Instant,
+    /// Stamp of the latest transmission, increasing across all transmissions.
+    tx_order: u64,
+    tx_count: u32,
+    state: State,
+    /// When this datagram is cumulatively acknowledged, messages up to this one are acknowledged.
+    completes: Option<MsgId>,
+}
+
+/// A datagram the sender wants to emit now.
+pub(crate) struct Outbound {
+    pub(crate) seq: Seq,
+    pub(crate) payload: Payload,
+    pub(crate) retransmit: bool,
+    pub(crate) ack_req: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Sender {
+    queue: VecDeque<Outgoing>,
+    queued_bytes: usize,
+    /// Bytes charged against `max_send_buffer`: queued, in flight, and `MSG_OVERHEAD` per
+    /// unacknowledged message.
+    charged: usize,
+    next_msg: MsgId,
+    /// Oldest message not yet acknowledged.
+    unacked_msg: MsgId,
+    una: Seq,
+    nxt: Seq,
+    flight: VecDeque<InFlight>,
+    flight_bytes: usize,
+    lost: u32,
+    /// Highest cumulative ACK seen and the edge its credit allows.
+    ack_high: Seq,
+    right_edge: Seq,
+    tx_stamp: u64,
+    /// Highest sequence number known received (cumulatively or selectively).
+    high_acked: Seq,
+    /// The largest `tx_order`s acknowledged so far, descending.
+    acked_top: [u64; MAX_DUP_THRESH as usize],
+    rto_at: Option<Instant>,
+    backoff: u32,
+    /// When a datagram already overtaken by `dup_thresh` others outlives the reordering window.
+    loss_at: Option<Instant>,
+    reo_wnd: Duration,
+    /// Datagrams acknowledged since the last spurious retransmission.
+    clean_acks: u32,
+    /// Recently retransmitted sequence numbers, with how long after their first transmission
+    /// (µs) they were resent, to match against DSACKs.
+    recent_retx: [(Seq, u32); 8],
+    recent_pos: u8,
+    /// `send` refused a message and no `Writable` was issued since.
+    pub(crate) blocked: bool,
+}
+
+impl Sender {
+    pub(crate) fn new(config: &Config) -> Sender {
+        let isn = Seq(config.initial_seq);
+        Sender {
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            charged: 0,
+            next_msg: MsgId(config.initial_seq),
+            unacked_msg: MsgId(config.initial_seq),
+            una: isn,
+            nxt: isn,
+            flight: VecDeque::new(),
+            flight_bytes: 0,
+            lost: 0,
+            ack_high: isn,
+            right_edge: isn.add(u32::from(config.initial_credit)),
+            tx_stamp: 0,
+            high_acked: isn.sub(1),
+            acked_top: [0; MAX_DUP_THRESH as usize],
+            rto_at: None,
+            backoff: 0,
+            loss_at: None,
+            reo_wnd: Duration::ZERO,
+            clean_acks: 0,
+            recent_retx: [(Seq(0), NO_RETX); 8],
+            recent_pos: 0,
+            blocked: false,
+        }
+    }
+
+    /// Whether a message of `len` bytes may be queued now.
+    pub(crate) fn has_room(&self, config: &Config, len: usize) -> bool {
+        self.charged == 0 || self.charged + len + MSG_OVERHEAD <= config.max_send_buffer
+    }
+
+    pub(crate) fn push(&mut self, data: Bytes) -> MsgId {
+        let id = self.next_msg;
+        self.next_msg = id.next();
+        self.queued_bytes += data.len();
+        self.charged += data.len() + MSG_OVERHEAD;
+        self.queue.push_back(Outgoing { id, data, sent: 0 });
+        id
+    }
+
+    /// Nothing queued and nothing unacknowledged.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.flight.is_empty()
+    }
+
+    pub(crate) fn has_space_after_block(&self, config: &Config) -> bool {
+        self.charged < config.max_send_buffer
+    }
+
+    pub(crate) fn next_seq(&self) -> Seq {
+        self.nxt
+    }
+
+    /// The earliest of the retransmission timer and the reordering-window timer.
+    pub(crate) fn timer(&self) -> Option<Instant> {
+        match (self.rto_at, self.loss_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub(crate) fn reo_wnd(&self) -> Duration {
+        self.reo_wnd
+    }
+
+    pub(crate) fn backoff(&self) -> u32 {
+        self.backoff
+    }
+
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
+    pub(crate) fn flight_bytes(&self) -> usize {
+        self.flight_bytes
+    }
+
+    pub(crate) fn bookkeeping_bytes(&self) -> usize {
+        self.queue.capacity() * core::mem::size_of::<Outgoing>()
+            + self.flight.capacity() * core::mem::size_of::<InFlight>()
+    }
+
+    /// Messages not yet acknowledged: `(oldest, count)`.
+    pub(crate) fn pending_msgs(&self) -> (MsgId, u32) {
+        (self.unacked_msg, self.next_msg.since(self.unacked_msg))
+    }
+
+    fn window_open(&self, config: &Config) -> bool {
+        self.nxt.since(self.una) < u32::from(config.send_window) && self.nxt.before(self.right_edge)
+    }
+
+    /// Next datagram to emit: a lost one first, else new data if the window allows.
+    pub(crate) fn next_outbound(
+        &mut self,
+        now: Instant,
+        config: &Config,
+        rtt: &RttEstimator,
+        stats: &mut Stats,
+    ) -> Option<Outbound> {
+        let out = if let Some(i) = self.first_lost() {
+            self.lost -= 1;
+            self.tx_stamp += 1;
+            let e = &mut self.flight[i];
+            e.state = State::Unacked;
+            e.sent_at = now;
+            e.tx_order = self.tx_stamp;
+            e.tx_count += 1;
+            stats.retransmits += 1;
+            let seq = self.una.add(i as u32);
+            let waited = now.saturating_duration_since(e.first_sent).as_micros();
+            self.recent_retx[usize::from(self.recent_pos)] =
+                (seq, waited.min(u128::from(NO_RETX - 1)) as u32);
+            self.recent_pos = (self.recent_pos + 1) % self.recent_retx.len() as u8;
+            Outbound {
+                seq,
+                payload: e.payload.clone(),
+                retransmit: true,
+                // The peer may be sitting on a batch of ACKs; a retransmission should get an
+                // answer at once so recovery is not paced by the ACK delay.
+                ack_req: true,
+            }
+        } else if !self.queue.is_empty() && self.window_open(config) {
+            let (payload, completes) = self.cut(config);
+            self.tx_stamp += 1;
+            let seq = self.nxt;
+            self.nxt = seq.add(1);
+            self.flight_bytes += payload.data.len();
+            self.flight.push_back(InFlight {
+                payload: payload.clone(),
+                sent_at: now,
+                first_sent: now,
+                tx_order: self.tx_stamp,
+                tx_count: 1,
+                state: State::Unacked,
+                completes,
+            });
+            stats.data_sent += 1;
+            Outbound {
+                seq,
+                payload,
+                retransmit: false,
+                ack_req: !self.window_open(config),
+            }
+        } else {
+            return None;
+        };
+        if self.rto_at.is_none() {
+            self.rto_at = Some(now + rtt.backed_off(config, self.backoff));
+        }
+        Some(out)
+    }
+
+    fn first_lost(&self) -> Option<usize> {
+        if self.lost == 0 {
+            return None;
+        }
+        self.flight.iter().position(|e| e.state == State::Lost)
+    }
+
+    /// Takes the next datagram's worth of data off the queue.
+    fn cut(&mut self, config: &Config) -> (Payload, Option<MsgId>) {
+        let inline = config.effective_inline_limit();
+        let front = self.queue.front_mut().expect("cut on an empty queue");
+        let len = front.data.len();
+        if len > inline {
+            let take = config.segment_payload().min(len - front.sent);
+            let data = front.data.slice(front.sent..front.sent + take);
+            let body = Body::Segment {
+                msg: front.id,
+                offset: front.sent as u32,
+                total_len: len as u32,
+            };
+            front.sent += take;
+            self.queued_bytes -= take;
+            let last = front.sent == len;
+            let msg = front.id;
+            if last {
+                self.queue.pop_front();
+            }
+            return (Payload { body, data }, last.then_some(msg));
+        }
+        let room = config.coalesced_room();
+        let mut count = 0usize;
+        let mut used = 0usize;
+        for m in &self.queue {
+            let l = m.data.len();
+            if l > inline || used + ENTRY_LEN_LEN + l > room || count == usize::from(u16::MAX) {
+                break;
+            }
+            used += ENTRY_LEN_LEN + l;
+            count += 1;
+        }
+        if count <= 1 {
+            let m = self.queue.pop_front().expect("front exists");
+            self.queued_bytes -= m.data.len();
+            let body = Body::Single { msg: m.id };
+            return (Payload { body, data: m.data }, Some(m.id));
+        }
+        let mut buf = Vec::with_capacity(used);
+        let first = self.queue.front().expect("front exists").id;
+        for _ in 0..count {
+            let m = self.queue.pop_front().expect("counted above");
+            self.queued_bytes -= m.data.len();
+            push_entry(&mut buf, &m.data);
+        }
+        // The entries gained length prefixes; charge them, as the ACK releases the whole body.
+        self.charged += ENTRY_LEN_LEN * count;
+        let body = Body::Coalesced {
+            msg: first,
+            count: count as u16,
+        };
+        let data = Bytes::from(buf);
+        (Payload { body, data }, Some(first.add(count as u32 - 1)))
+    }
+
+    /// Processes the ACK fields of an accepted datagram. `Err` if it acknowledges data never sent.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn on_ack(
+        &mut self,
+        now: Instant,
+        ack: Seq,
+        sack: u32,
+        credit: u16,
+        config: &Config,
+        rtt: &mut RttEstimator,
+        stats: &mut Stats,
+        acked: &mut impl FnMut(MsgId),
+    ) -> Result<(), ()> {
+        if ack.after(self.nxt) {
+            return Err(());
+        }
+        if !ack.before(self.ack_high) {
+            self.ack_high = ack;
+            self.right_edge = ack.add(u32::from(credit.max(1)));
+        }
+        let mut progress = false;
+        // (tx_order, sent_at) of the newest datagram sent once among those acknowledged now.
+        let mut sample: Option<(u64, Instant)> = None;
+        let mut note = |e: &InFlight, top: &mut [u64; MAX_DUP_THRESH as usize]| {
+            if e.tx_count == 1 && sample.map_or(true, |(o, _)| e.tx_order > o) {
+                sample = Some((e.tx_order, e.sent_at));
+            }
+            insert_top(top, e.tx_order);
+        };
+        if ack.after(self.una) {
+            progress = true;
+            let n = ack.since(self.una);
+            self.clean_acks = self.clean_acks.saturating_add(n);
+            if self.clean_acks >= 1024 {
+                self.clean_acks = 0;
+                self.reo_wnd /= 2;
+                if self.reo_wnd < Duration::from_micros(1) {
+                    self.reo_wnd = Duration::ZERO;
+                }
+            }
+            for _ in 0..n {
+                let e = self.flight.pop_front().expect("ack <= nxt");
+                self.una = self.una.add(1);
+                self.flight_bytes -= e.payload.data.len();
+                self.charged -= e.payload.data.len();
+                match e.state {
+                    State::Sacked => {}
+                    State::Lost => {
+                        self.lost -= 1;
+                        note(&e, &mut self.acked_top);
+                    }
+                    State::Unacked => note(&e, &mut self.acked_top),
+                }
+                if let Some(last) = e.completes {
+                    while self.unacked_msg.since(last) as i32 <= 0 {
+                        let m = self.unacked_msg;
+                        self.unacked_msg = m.next();
+                        self.charged -= MSG_OVERHEAD;
+                        stats.messages_acked += 1;
+                        acked(m);
+                    }
+                }
+            }
+        }
+        let mut bits = sack;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            debug_assert!(i < SACK_BITS);
+            let idx = ack.add(1 + i).since(self.una) as usize;
+            let Some(e) = self.flight.get_mut(idx) else {
+                continue;
+            };
+            match e.state {
+                State::Sacked => continue,
+                State::Lost => self.lost -= 1,
+                State::Unacked => {}
+            }
+            e.state = State::Sacked;
+            progress = true;
+            note(e, &mut self.acked_top);
+        }
+        let newest = if sack == 0 {
+            ack.sub(1)
+        } else {
+            ack.add(SACK_BITS - sack.leading_zeros())
+        };
+        if newest.after(self.high_acked) {
+            self.high_acked = newest;
+        }
+        if let Some((_, sent_at)) = sample {
+            rtt.update(now.saturating_duration_since(sent_at));
+        }
+        if progress {
+            self.backoff = 0;
+            self.detect_losses(now, config, rtt, stats);
+            self.rearm(config, rtt);
+        }
+        if self.is_idle() && self.flight.capacity() + self.queue.capacity() > 0 {
+            // An idle session should cost only its fixed part; a burst re-allocates cheaply.
+            self.flight = VecDeque::new();
+            self.queue = VecDeque::new();
+        }
+        Ok(())
+    }
+
+    /// Declares lost every unacknowledged datagram that `dup_thresh` later transmissions
+    /// overtook, once it is also older than the reordering window allows; arms the reordering
+    /// timer for the ones that are not yet.
+    fn detect_losses(
+        &mut self,
+        now: Instant,
+        config: &Config,
+        rtt: &RttEstimator,
+        stats: &mut Stats,
+    ) {
+        self.loss_at = None;
+        let threshold = self.acked_top[usize::from(config.dup_thresh) - 1];
+        if threshold == 0 {
+            return;
+        }
+        // With no reordering seen, the count alone decides: recovery within one RTT.
+        let wait = if self.reo_wnd.is_zero() {
+            Duration::ZERO
+        } else {
+            rtt.latest() + self.reo_wnd
+        };
+        // Only datagrams below the highest one known received: beyond it (or beyond the reach
+        // of the SACK bitmap) the peer has told us nothing yet, so silence is not loss.
+        let below = self.below_high_acked();
+        for e in self.flight.iter_mut().take(below) {
+            if e.state != State::Unacked || e.tx_order >= threshold {
+                continue;
+            }
+            let due = e.sent_at + wait;
+            if due <= now {
+                e.state = State::Lost;
+                self.lost += 1;
+                stats.fast_retransmits += 1;
+            } else {
+                self.loss_at = Some(self.loss_at.map_or(due, |t| t.min(due)));
+            }
+        }
+    }
+
+    /// The peer received `seq` twice. If we had retransmitted it, the retransmission was
+    /// spurious: widen the reordering window.
+    pub(crate) fn on_dsack(
+        &mut self,
+        seq: Seq,
+        config: &Config,
+        rtt: &RttEstimator,
+        stats: &mut Stats,
+    ) {
+        let Some(slot) = self
+            .recent_retx
+            .iter_mut()
+            .find(|(q, w)| *q == seq && *w != NO_RETX)
+        else {
+            return;
+        };
+        let waited = core::mem::replace(&mut slot.1, NO_RETX);
+        stats.spurious_retransmits += 1;
+        self.clean_acks = 0;
+        // The original was still unacknowledged `waited` after it was sent: the network can
+        // hold a datagram back at least that long. Jump there at once rather than creep up.
+        let step = (rtt.srtt().unwrap_or(rtt.rto(config)) / 4).max(Duration::from_micros(1));
+        self.reo_wnd = (self.reo_wnd * 2)
+            .max(step)
+            .max(Duration::from_micros(u64::from(waited)))
+            .min(rtt.rto(config));
+    }
+
+    /// Timers: the reordering window of an overtaken datagram ran out, or the retransmission
+    /// timer fired (everything unacknowledged for a whole timeout is then lost).
+    pub(crate) fn on_timeout(
+        &mut self,
+        now: Instant,
+        config: &Config,
+        rtt: &RttEstimator,
+        stats: &mut Stats,
+    ) {
+        if self.loss_at.is_some_and(|t| t <= now) {
+            self.detect_losses(now, config, rtt, stats);
+        }
+        match self.rto_at {
+            Some(t) if t <= now => {}
+            _ => return,
+        }
+        let rto = rtt.backed_off(config, self.backoff);
+        let mut any = false;
+        // The first expiry resends the head and the holes below what is known received (a
+        // lost tail then comes back one datagram per round trip); while expiries repeat
+        // without news, only the head is resent, as a probe, so a dead peer is not flooded.
+        let (head, below) = (self.head_index(), self.below_high_acked());
+        let backoff = self.backoff;
+        for (i, e) in self.flight.iter_mut().enumerate() {
+            let watched = Self::rto_watches(i, head, below, backoff);
+            if watched && e.state == State::Unacked && e.sent_at + rto <= now {
+                e.state = State::Lost;
+                self.lost += 1;
+                any = true;
+            }
+        }
+        // A selectively acknowledged head means the ACK that would have moved past it was lost
+        // (or is late); resending the head makes the receiver repeat it.
+        if let Some(front) = self.flight.front_mut() {
+            if front.state == State::Sacked && front.sent_at + rto <= now {
+                front.state = State::Lost;
+                self.lost += 1;
+                any = true;
+            }
+        }
+        if any {
+            stats.timeouts += 1;
+            self.backoff += 1;
+        }
+        self.rearm(config, rtt);
+    }
+
+    /// How many datagrams from the head are below the highest one known received.
+    fn below_high_acked(&self) -> usize {
+        if self.high_acked.before(self.una) {
+            0
+        } else {
+            self.high_acked.add(1).since(self.una) as usize
+        }
+    }
+
+    /// Whether the retransmission timer watches the `i`-th datagram in flight (`head` is the
+    /// index of the first one not selectively acknowledged): the head always; on a first expiry
+    /// also every hole below the highest datagram known received. Datagrams beyond it are not
+    /// watched: the SACK bitmap reaches only 32 past the cumulative ACK, so their silence says
+    /// nothing, and resending them blindly would mostly duplicate what arrived. Once the head
+    /// is through, fresh ACKs show what is really missing.
+    fn rto_watches(i: usize, head: usize, below: usize, backoff: u32) -> bool {
+        i == head || (backoff == 0 && i < below)
+    }
+
+    fn head_index(&self) -> usize {
+        self.flight
+            .iter()
+            .position(|e| e.state != State::Sacked)
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Sets the timer to the earliest moment a watched datagram, or a selectively acknowledged
+    /// head, times out. Lost datagrams are left out: the next poll resends them and arms the
+    /// timer if need be. The timer never names a moment at which `on_timeout` would find
+    /// nothing to do, so it cannot spin.
+    fn rearm(&mut self, config: &Config, rtt: &RttEstimator) {
+        let rto = rtt.backed_off(config, self.backoff);
+        let (head, below) = (self.head_index(), self.below_high_acked());
+        let sacked_head = self
+            .flight
+            .front()
+            .filter(|e| e.state == State::Sacked)
+            .map(|e| e.sent_at);
+        let watched = self
+            .flight
+            .iter()
+            .enumerate()
+            .filter(|&(i, e)| {
+                e.state == State::Unacked && Self::rto_watches(i, head, below, self.backoff)
+            })
+            .map(|(_, e)| e.sent_at)
+            .min();
+        self.rto_at = match (sacked_head, watched) {
+            (Some(a), Some(b)) => Some(a.min(b) + rto),
+            (a, b) => a.or(b).map(|t| t + rto),
+        };
+    }
+
+    /// Drops everything (the session failed); returns the messages that will never be acked.
+    pub(crate) fn abandon(&mut self) -> (MsgId, u32) {
+        let pending = self.pending_msgs();
+        self.queue = VecDeque::new();
+        self.flight = VecDeque::new();
+        self.queued_bytes = 0;
+        self.flight_bytes = 0;
+        self.charged = 0;
+        self.lost = 0;
+        self.rto_at = None;
+        self.loss_at = None;
+        self.unacked_msg = self.next_msg;
+        pending
+    }
+}
+
+fn insert_top(top: &mut [u64; MAX_DUP_THRESH as usize], v: u64) {
+    if v <= top[top.len() - 1] {
+        return;
+    }
+    let mut i = top.len() - 1;
+    while i > 0 && top[i - 1] < v {
+        top[i] = top[i - 1];
+        i -= 1;
+    }
+    top[i] = v;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_keeps_largest_descending() {
+        let mut t = [0u64; MAX_DUP_THRESH as usize];
+        for v in [5, 1, 9, 3, 7, 2, 8, 6, 4, 10, 11] {
+            insert_top(&mut t, v);
+        }
+        assert_eq!(t, [11, 10, 9, 8]);
+    }
+}

@@ -1,0 +1,495 @@
+//! One reliable-datagram session with one peer: the sans-IO state machine the I/O driver feeds
+//! with datagrams and time, and drains of datagrams and events.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::config::{Config, ConfigError};
+use crate::header::{self, Body, HeaderError, Repr, MAX_HEADER_LEN};
+use crate::reassembly::{DataDrop, Receiver, Sink};
+use crate::rtt::RttEstimator;
+use crate::send::Sender;
+use crate::seq::{MsgId, MsgRange, Seq};
+use crate::stats::{Memory, RttStats, Stats};
+
+/// The ids that tie two sessions together, agreed out of band (MPI exchanges addresses before
+/// any message flows, so each side learns the other's ids with them).
+///
+/// Each side *chooses the id its peer stamps on datagrams to it* (`local_id`), so a receiver
+/// finds the session from the header alone and refuses ids it never gave out. Each side also
+/// has an epoch, its incarnation: a restarted peer comes back with a new epoch, and datagrams
+/// from its old or new self are refused by sessions that expect the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionIds {
+    /// Id the peer puts on datagrams for us.
+    pub local_id: u32,
+    /// Our incarnation, carried in every datagram we send.
+    pub local_epoch: u32,
+    /// Id we put on datagrams for the peer.
+    pub remote_id: u32,
+    /// The peer's incarnation; datagrams with another are refused.
+    pub remote_epoch: u32,
+}
+
+impl SessionIds {
+    /// The peer's view of the same session.
+    pub fn mirrored(&self) -> SessionIds {
+        SessionIds {
+            local_id: self.remote_id,
+            local_epoch: self.remote_epoch,
+            remote_id: self.local_id,
+            remote_epoch: self.local_epoch,
+        }
+    }
+}
+
+/// Something the caller should know about; see [`Session::poll_event`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The peer acknowledged every datagram of this message (in message order).
+    SendAcked(MsgId),
+    /// `send` refused a message earlier and there is room again.
+    Writable,
+    /// The peer was silent for `idle_timeout` while messages were outstanding. These messages
+    /// (all that were not acknowledged) will never be; the session is dead and drops
+    /// everything from now on.
+    PeerFailed {
+        /// The messages that failed.
+        unacked: MsgRange,
+    },
+}
+
+/// Why `send` refused a message. The message was not taken; the caller still owns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The send buffer is full; retry after [`Event::Writable`] or a [`Event::SendAcked`].
+    #[error("send buffer full")]
+    WouldBlock,
+    /// Longer than `u32::MAX` bytes.
+    #[error("message too large")]
+    TooLarge,
+    /// The session failed.
+    #[error("peer failed")]
+    PeerFailed,
+}
+
+/// Why a datagram (or its data part) was discarded. Each reason is also counted in [`Stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DropReason {
+    /// The header did not parse or the checksum failed.
+    #[error("malformed: {0}")]
+    Malformed(#[from] HeaderError),
+    /// Addressed to a session id this session does not own.
+    #[error("foreign session id {0:#x}")]
+    ForeignSession(u32),
+    /// Sent by another incarnation of the peer.
+    #[error("stale epoch {0:#x}")]
+    StaleEpoch(u32),
+    /// Acknowledges data that was never sent.
+    #[error("ack beyond what was sent")]
+    InvalidAck,
+    /// Data already received (its ACK fields were used).
+    #[error("duplicate")]
+    Duplicate,
+    /// Data beyond the receive window (its ACK fields were used).
+    #[error("beyond the receive window")]
+    OutOfWindow,
+    /// Out-of-order data refused because too many bytes are held (its ACK fields were used).
+    #[error("reorder buffer full")]
+    ReorderFull,
+    /// The session has failed.
+    #[error("session failed")]
+    Failed,
+    /// No session has this id (reported by [`crate::Endpoint`]).
+    #[error("unknown session id {0:#x}")]
+    UnknownSession(u32),
+}
+
+/// A datagram written by [`Session::poll_transmit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Its length in the buffer.
+    pub size: usize,
+    /// Its sequence number, or `None` for an ACK.
+    pub seq: Option<Seq>,
+    /// It is a retransmission.
+    pub retransmit: bool,
+}
+
+/// A datagram in pieces, for gather I/O (`sendmsg` with three iovecs): no payload copy.
+#[derive(Debug, Clone)]
+pub struct GatherTransmit {
+    /// Bytes of the header in the caller's header buffer.
+    pub header_len: usize,
+    /// The payload (shares the caller's message buffer).
+    pub payload: Bytes,
+    /// The CRC32c trailer, when checksums are on.
+    pub trailer: Option<[u8; header::CRC_LEN]>,
+    /// Its sequence number, or `None` for an ACK.
+    pub seq: Option<Seq>,
+    /// It is a retransmission.
+    pub retransmit: bool,
+}
+
+impl GatherTransmit {
+    /// Total length on the wire.
+    pub fn size(&self) -> usize {
+        self.header_len + self.payload.len() + self.trailer.map_or(0, |t| t.len())
+    }
+}
+
+/// A reliable-datagram session with one peer.
+///
+/// Contract for the driver (as quinn-proto's): after `send`, `handle_datagram`,
+/// `handle_timeout` or `set_credit`, call [`Session::poll_transmit`] until it returns `None`
+/// and [`Session::poll_event`] until it returns `None`; sleep until [`Session::poll_timeout`]
+/// and then call `handle_timeout`.
+#[derive(Debug)]
+pub struct Session {
+    config: Arc<Config>,
+    ids: SessionIds,
+    tx: Sender,
+    rx: Receiver,
+    rtt: RttEstimator,
+    events: VecDeque<Event>,
+    stats: Stats,
+    last_heard: Instant,
+    /// Since when something has been queued or unacknowledged, without a break.
+    busy_since: Option<Instant>,
+    failed: bool,
+}
+
+impl Session {
+    /// A new session; nothing is sent until the first `send` (no handshake: the ids and the
+    /// initial sequence number are agreed out of band).
+    pub fn new(config: Arc<Config>, ids: SessionIds, now: Instant) -> Result<Session, ConfigError> {
+        config.validate()?;
+        Ok(Session {
+            tx: Sender::new(&config),
+            rx: Receiver::new(&config),
+            rtt: RttEstimator::new(),
+            config,
+            ids,
+            events: VecDeque::new(),
+            stats: Stats::default(),
+            last_heard: now,
+            busy_since: None,
+            failed: false,
+        })
+    }
+
+    /// The session's ids.
+    pub fn ids(&self) -> SessionIds {
+        self.ids
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Queues a message, returning its id (ids count up from `initial_seq`). A `Vec<u8>`,
+    /// `Bytes` or `&'static [u8]` is kept as it is and sliced into segments without copying;
+    /// [`Session::send_slice`] copies a borrowed slice.
+    pub fn send(&mut self, now: Instant, data: impl Into<Bytes>) -> Result<MsgId, SendError> {
+        if self.failed {
+            return Err(SendError::PeerFailed);
+        }
+        let data = data.into();
+        if u32::try_from(data.len()).is_err() {
+            return Err(SendError::TooLarge);
+        }
+        if !self.tx.has_room(&self.config, data.len()) {
+            self.tx.blocked = true;
+            self.stats.would_block += 1;
+            return Err(SendError::WouldBlock);
+        }
+        self.stats.messages_sent += 1;
+        self.busy_since.get_or_insert(now);
+        Ok(self.tx.push(data))
+    }
+
+    /// Queues a copy of `data`; see [`Session::send`].
+    pub fn send_slice(&mut self, now: Instant, data: &[u8]) -> Result<MsgId, SendError> {
+        self.send(now, Bytes::copy_from_slice(data))
+    }
+
+    /// Takes in a datagram from the peer. Segments and in-order messages go to `sink` before
+    /// this returns; ACK-driven news (acknowledged sends) goes to the event queue.
+    pub fn handle_datagram<S: Sink + ?Sized>(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        sink: &mut S,
+    ) -> Result<(), DropReason> {
+        if self.failed {
+            self.stats.dropped_after_failure += 1;
+            return Err(DropReason::Failed);
+        }
+        let (repr, payload) = match Repr::parse(datagram) {
+            Ok(r) => r,
+            Err(e) => {
+                if e == HeaderError::Checksum {
+                    self.stats.dropped_checksum += 1;
+                } else {
+                    self.stats.dropped_malformed += 1;
+                }
+                return Err(e.into());
+            }
+        };
+        if self.config.checksum && !repr.checksum {
+            self.stats.dropped_malformed += 1;
+            return Err(HeaderError::ChecksumMissing.into());
+        }
+        if repr.session != self.ids.local_id {
+            self.stats.dropped_foreign += 1;
+            return Err(DropReason::ForeignSession(repr.session));
+        }
+        if repr.epoch != self.ids.remote_epoch {
+            self.stats.dropped_stale_epoch += 1;
+            return Err(DropReason::StaleEpoch(repr.epoch));
+        }
+        let events = &mut self.events;
+        let acked = self.tx.on_ack(
+            now,
+            repr.ack,
+            repr.sack,
+            repr.credit,
+            &self.config,
+            &mut self.rtt,
+            &mut self.stats,
+            &mut |m| events.push_back(Event::SendAcked(m)),
+        );
+        if acked.is_err() {
+            self.stats.dropped_invalid_ack += 1;
+            return Err(DropReason::InvalidAck);
+        }
+        self.last_heard = now;
+        self.stats.datagrams_received += 1;
+        if repr.dsack {
+            self.tx
+                .on_dsack(repr.seq, &self.config, &self.rtt, &mut self.stats);
+        }
+        if repr.ack_req {
+            self.rx.request_ack();
+        }
+        self.after_ack();
+        if repr.body == Body::Ack {
+            return Ok(());
+        }
+        self.rx
+            .on_data(
+                now,
+                repr.seq,
+                repr.body,
+                payload,
+                &self.config,
+                &mut self.stats,
+                sink,
+            )
+            .map_err(|d| match d {
+                DataDrop::Duplicate => DropReason::Duplicate,
+                DataDrop::OutOfWindow => DropReason::OutOfWindow,
+                DataDrop::ReorderFull => DropReason::ReorderFull,
+            })
+    }
+
+    fn after_ack(&mut self) {
+        if self.tx.is_idle() {
+            self.busy_since = None;
+        }
+        if self.tx.blocked && self.tx.has_space_after_block(&self.config) {
+            self.tx.blocked = false;
+            self.events.push_back(Event::Writable);
+        }
+    }
+
+    /// Writes the next datagram into `buf` (cleared first), or returns `None` when there is
+    /// nothing to send now. Copies the payload; [`Session::poll_transmit_gather`] does not.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let mut header = [0u8; MAX_HEADER_LEN];
+        let t = self.poll_transmit_gather(now, &mut header)?;
+        buf.clear();
+        buf.reserve(t.size());
+        buf.extend_from_slice(&header[..t.header_len]);
+        buf.extend_from_slice(&t.payload);
+        if let Some(crc) = t.trailer {
+            buf.extend_from_slice(&crc);
+        }
+        Some(Transmit {
+            size: buf.len(),
+            seq: t.seq,
+            retransmit: t.retransmit,
+        })
+    }
+
+    /// Like [`Session::poll_transmit`], but leaves the datagram in pieces: the header in
+    /// `header`, the payload as shared bytes, and the trailer.
+    pub fn poll_transmit_gather(
+        &mut self,
+        now: Instant,
+        header: &mut [u8; MAX_HEADER_LEN],
+    ) -> Option<GatherTransmit> {
+        if self.failed {
+            return None;
+        }
+        // A duplicate report rides alone, ahead of any data: it needs the seq field.
+        let dsack = self.rx.take_dsack();
+        let out = match dsack {
+            Some(_) => None,
+            None => self
+                .tx
+                .next_outbound(now, &self.config, &self.rtt, &mut self.stats),
+        };
+        let (seq, body, payload, retransmit, ack_req) = match (out, dsack) {
+            (Some(o), _) => (
+                o.seq,
+                o.payload.body,
+                o.payload.data,
+                o.retransmit,
+                o.ack_req,
+            ),
+            (None, Some(dup)) => (dup, Body::Ack, Bytes::new(), false, false),
+            (None, None) if self.rx.ack_due(now, &self.config) => {
+                // An ACK consumes no sequence number; it carries the next one for the record.
+                (self.tx.next_seq(), Body::Ack, Bytes::new(), false, false)
+            }
+            (None, None) => return None,
+        };
+        if body == Body::Ack {
+            self.stats.acks_sent += 1;
+        }
+        let repr = Repr {
+            session: self.ids.remote_id,
+            epoch: self.ids.local_epoch,
+            seq,
+            ack: self.rx.ack(),
+            sack: self.rx.sack(),
+            credit: self.rx.credit(),
+            ack_req,
+            checksum: self.config.checksum,
+            dsack: dsack.is_some(),
+            body,
+        };
+        let header_len = repr.header_len();
+        repr.emit(&mut header[..]);
+        let trailer = self
+            .config
+            .checksum
+            .then(|| header::checksum(&header[..header_len], &payload));
+        self.rx.ack_sent();
+        self.stats.datagrams_sent += 1;
+        Some(GatherTransmit {
+            header_len,
+            payload,
+            trailer,
+            seq: (body != Body::Ack).then_some(seq),
+            retransmit,
+        })
+    }
+
+    /// The earliest moment `handle_timeout` has something to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.failed {
+            return None;
+        }
+        let fail = self.fail_deadline();
+        [self.rx.ack_deadline(), self.tx.timer(), fail]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn fail_deadline(&self) -> Option<Instant> {
+        self.busy_since
+            .map(|b| b.max(self.last_heard) + self.config.idle_timeout)
+    }
+
+    /// Runs the timers due at `now`: delayed ACK, retransmission, peer failure.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.failed {
+            return;
+        }
+        if self.fail_deadline().is_some_and(|t| t <= now) {
+            self.fail();
+            return;
+        }
+        self.tx
+            .on_timeout(now, &self.config, &self.rtt, &mut self.stats);
+    }
+
+    fn fail(&mut self) {
+        self.failed = true;
+        let (start, len) = self.tx.abandon();
+        self.rx.clear();
+        self.busy_since = None;
+        self.events.push_back(Event::PeerFailed {
+            unacked: MsgRange { start, len },
+        });
+    }
+
+    /// Next event, if any. Events queue up (one `SendAcked` per message) until polled.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        let e = self.events.pop_front();
+        if self.events.is_empty() && self.events.capacity() > 0 {
+            self.events = VecDeque::new();
+        }
+        e
+    }
+
+    /// Changes the credit this side advertises (clamped to `1..=recv_window`). An endpoint
+    /// shares its receive budget among its peers with this.
+    pub fn set_credit(&mut self, credit: u16) {
+        self.rx.set_credit(&self.config, credit);
+    }
+
+    /// The credit this side advertises.
+    pub fn credit(&self) -> u16 {
+        self.rx.credit()
+    }
+
+    /// When the last valid datagram from the peer arrived (the session's creation, before).
+    pub fn last_heard(&self) -> Instant {
+        self.last_heard
+    }
+
+    /// Whether the session failed.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Whether nothing is queued or unacknowledged.
+    pub fn is_idle(&self) -> bool {
+        self.tx.is_idle()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// RTT estimate and the timeout in force.
+    pub fn rtt(&self) -> RttStats {
+        RttStats {
+            srtt: self.rtt.srtt(),
+            rttvar: self.rtt.rttvar(),
+            rto: self.rtt.backed_off(&self.config, self.tx.backoff()),
+            reo_wnd: self.tx.reo_wnd(),
+        }
+    }
+
+    /// Bytes this session holds now.
+    pub fn memory(&self) -> Memory {
+        Memory {
+            fixed: core::mem::size_of::<Session>(),
+            send_queue: self.tx.queued_bytes(),
+            retransmit: self.tx.flight_bytes(),
+            reorder: self.rx.held_bytes() + self.rx.slot_bytes(),
+            bookkeeping: self.tx.bookkeeping_bytes()
+                + self.events.capacity() * core::mem::size_of::<Event>(),
+        }
+    }
+}

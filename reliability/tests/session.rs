@@ -1,0 +1,315 @@
+//! Behaviour of one session pair driven by hand: ACK policy, coalescing, placement without a
+//! reorder buffer, back-pressure, RTT and memory.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reliability::header::{Kind, Packet};
+use reliability::{
+    Config, Delivery, Event, MsgId, Placement, SendError, Session, SessionIds, Sink,
+};
+
+#[derive(Default)]
+struct Collect {
+    placed: Vec<(MsgId, u32, u32, usize)>,
+    delivered: Vec<(MsgId, Option<Vec<u8>>, u32)>,
+}
+
+impl Sink for Collect {
+    fn place(&mut self, p: Placement<'_>) {
+        self.placed
+            .push((p.msg, p.offset, p.total_len, p.bytes.len()));
+    }
+    fn deliver(&mut self, msg: MsgId, d: Delivery<'_>) {
+        match d {
+            Delivery::Inline(b) => self.delivered.push((msg, Some(b.to_vec()), b.len() as u32)),
+            Delivery::Placed { len } => self.delivered.push((msg, None, len)),
+        }
+    }
+}
+
+const IDS: SessionIds = SessionIds {
+    local_id: 7,
+    local_epoch: 100,
+    remote_id: 9,
+    remote_epoch: 200,
+};
+
+fn pair(cfg: Config, now: Instant) -> (Session, Session) {
+    let cfg = Arc::new(cfg);
+    let a = Session::new(cfg.clone(), IDS, now).unwrap();
+    let b = Session::new(cfg, IDS.mirrored(), now).unwrap();
+    (a, b)
+}
+
+fn drain(s: &mut Session, now: Instant) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    while s.poll_transmit(now, &mut buf).is_some() {
+        out.push(buf.clone());
+    }
+    out
+}
+
+fn kind(d: &[u8]) -> Kind {
+    Packet::new_checked(d).unwrap().kind().unwrap()
+}
+
+fn events(s: &mut Session) -> Vec<Event> {
+    std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+#[test]
+fn acks_batched_by_count_and_delay_and_piggybacked() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        ack_every: 4,
+        ack_delay: Duration::from_micros(100),
+        ..Config::default()
+    };
+    let (mut a, mut b) = pair(cfg, t0);
+    let mut sink = Collect::default();
+    for i in 0..3u8 {
+        a.send(t0, vec![i]).unwrap();
+        for d in drain(&mut a, t0) {
+            b.handle_datagram(t0, &d, &mut sink).unwrap();
+        }
+    }
+    // Three in order: below the batch, so no ACK yet, only a deadline.
+    assert!(drain(&mut b, t0).is_empty());
+    assert_eq!(b.poll_timeout(), Some(t0 + Duration::from_micros(100)));
+    let later = t0 + Duration::from_micros(100);
+    b.handle_timeout(later);
+    let acks = drain(&mut b, later);
+    assert_eq!(acks.len(), 1);
+    assert_eq!(kind(&acks[0]), Kind::Ack);
+    a.handle_datagram(later, &acks[0], &mut Collect::default())
+        .unwrap();
+    let acked: Vec<_> = events(&mut a);
+    assert_eq!(
+        acked,
+        vec![
+            Event::SendAcked(MsgId(0)),
+            Event::SendAcked(MsgId(1)),
+            Event::SendAcked(MsgId(2))
+        ]
+    );
+    // The fourth datagram completes a batch: an ACK goes out at once.
+    for i in 3..7u8 {
+        a.send(later, vec![i]).unwrap();
+        for d in drain(&mut a, later) {
+            b.handle_datagram(later, &d, &mut sink).unwrap();
+        }
+    }
+    let acks = drain(&mut b, later);
+    assert_eq!(acks.len(), 1);
+    // Data going the other way carries the ACK: no separate ACK datagram.
+    a.send(later, vec![9]).unwrap();
+    let d = drain(&mut a, later);
+    b.handle_datagram(later, &d[0], &mut sink).unwrap();
+    b.send(later, vec![1, 2, 3]).unwrap();
+    let out = drain(&mut b, later);
+    assert_eq!(out.len(), 1);
+    assert_eq!(kind(&out[0]), Kind::Single);
+    a.handle_datagram(later, &out[0], &mut Collect::default())
+        .unwrap();
+    assert!(a.is_idle());
+    assert_eq!(b.stats().acks_sent, 2);
+    assert_eq!(sink.delivered.len(), 8);
+}
+
+#[test]
+fn small_messages_behind_a_full_window_share_a_datagram() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        initial_credit: 1,
+        recv_window: 1,
+        ..Config::default()
+    };
+    let (mut a, mut b) = pair(cfg, t0);
+    let mut sink = Collect::default();
+    a.send(t0, &b"first"[..]).unwrap();
+    // Nothing waits for company: the first message leaves alone, at once.
+    let first = drain(&mut a, t0);
+    assert_eq!(first.len(), 1);
+    assert_eq!(kind(&first[0]), Kind::Single);
+    for i in 0..9u8 {
+        a.send(t0, vec![i; usize::from(i)]).unwrap();
+    }
+    assert!(drain(&mut a, t0).is_empty(), "window of one is full");
+    b.handle_datagram(t0, &first[0], &mut sink).unwrap();
+    for d in drain(&mut b, t0) {
+        a.handle_datagram(t0, &d, &mut Collect::default()).unwrap();
+    }
+    let next = drain(&mut a, t0);
+    assert_eq!(next.len(), 1, "nine queued messages, one datagram");
+    assert_eq!(kind(&next[0]), Kind::Coalesced);
+    b.handle_datagram(t0, &next[0], &mut sink).unwrap();
+    let got: Vec<_> = sink
+        .delivered
+        .iter()
+        .map(|(m, d, _)| (m.0, d.clone().unwrap()))
+        .collect();
+    assert_eq!(got[0], (0, b"first".to_vec()));
+    for i in 0..9u8 {
+        assert_eq!(
+            got[usize::from(i) + 1],
+            (u32::from(i) + 1, vec![i; usize::from(i)])
+        );
+    }
+}
+
+#[test]
+fn large_message_is_placed_in_any_order_without_a_reorder_buffer() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        max_datagram_size: 1000,
+        ..Config::default()
+    };
+    let (mut a, mut b) = pair(cfg.clone(), t0);
+    let msg: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
+    a.send(t0, msg.clone()).unwrap();
+    let mut datagrams = drain(&mut a, t0);
+    let n = datagrams.len();
+    assert_eq!(n, 20_000usize.div_ceil(cfg.segment_payload()).min(16));
+    assert!(datagrams.iter().all(|d| kind(d) == Kind::Segment));
+    datagrams.reverse();
+    let mut sink = Collect::default();
+    let mut dest = vec![0u8; msg.len()];
+    for d in &datagrams {
+        b.handle_datagram(t0, d, &mut sink).unwrap();
+        // Segments are placed as they come, so nothing but small markers is held.
+        assert!(b.memory().reorder < 2048, "{:?}", b.memory());
+    }
+    assert_eq!(sink.placed.len(), n, "every segment placed on arrival");
+    assert!(sink.delivered.is_empty(), "the first segment is missing");
+    // Keep going until the whole message is through (the initial credit is 16 datagrams).
+    let mut now = t0;
+    while sink.delivered.is_empty() {
+        now += Duration::from_micros(10);
+        for d in drain(&mut b, now) {
+            a.handle_datagram(now, &d, &mut Collect::default()).unwrap();
+        }
+        for d in drain(&mut a, now) {
+            b.handle_datagram(now, &d, &mut sink).unwrap();
+        }
+    }
+    let offsets: std::collections::HashSet<u32> = sink.placed.iter().map(|p| p.1).collect();
+    assert_eq!(offsets.len(), sink.placed.len(), "no offset placed twice");
+    for &(m, off, total, len) in &sink.placed {
+        assert_eq!((m, total), (MsgId(0), 20_000));
+        dest[off as usize..off as usize + len].copy_from_slice(&msg[off as usize..][..len]);
+    }
+    assert_eq!(sink.delivered, vec![(MsgId(0), None, 20_000)]);
+    assert_eq!(dest, msg);
+    assert_eq!(b.memory().reorder, 0, "reorder state released");
+}
+
+#[test]
+fn would_block_then_writable() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        max_send_buffer: 1000,
+        ..Config::default()
+    };
+    let (mut a, mut b) = pair(cfg, t0);
+    let mut sent = 0;
+    let err = loop {
+        match a.send(t0, vec![0u8; 200]) {
+            Ok(_) => sent += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err, SendError::WouldBlock);
+    assert!(sent >= 3);
+    assert_eq!(a.stats().would_block, 1);
+    for d in drain(&mut a, t0) {
+        b.handle_datagram(t0, &d, &mut Collect::default()).unwrap();
+    }
+    let t1 = t0 + Duration::from_millis(1);
+    b.handle_timeout(t1);
+    for d in drain(&mut b, t1) {
+        a.handle_datagram(t1, &d, &mut Collect::default()).unwrap();
+    }
+    let evs = events(&mut a);
+    assert!(evs.contains(&Event::Writable), "{evs:?}");
+    a.send(t1, vec![0u8; 200]).unwrap();
+}
+
+#[test]
+fn rtt_is_measured_and_the_timeout_floored() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(Config::default(), t0);
+    assert_eq!(a.rtt().srtt, None);
+    a.send(t0, vec![1]).unwrap();
+    let d = drain(&mut a, t0);
+    let t1 = t0 + Duration::from_micros(3);
+    b.handle_datagram(t1, &d[0], &mut Collect::default())
+        .unwrap();
+    let t2 = t1 + Duration::from_micros(100);
+    b.handle_timeout(t2);
+    let ack = drain(&mut b, t2);
+    let t3 = t2 + Duration::from_micros(3);
+    a.handle_datagram(t3, &ack[0], &mut Collect::default())
+        .unwrap();
+    let r = a.rtt();
+    assert_eq!(r.srtt, Some(Duration::from_micros(106)));
+    assert_eq!(r.rto, Config::default().min_rto);
+}
+
+#[test]
+fn timeout_backs_off_and_karn_ignores_retransmissions() {
+    let t0 = Instant::now();
+    let (mut a, _b) = pair(Config::default(), t0);
+    a.send(t0, vec![1]).unwrap();
+    assert_eq!(drain(&mut a, t0).len(), 1);
+    let mut deadlines = Vec::new();
+    let mut now = t0;
+    for _ in 0..4 {
+        now = a.poll_timeout().unwrap();
+        deadlines.push(now - t0);
+        a.handle_timeout(now);
+        let d = drain(&mut a, now);
+        assert_eq!(d.len(), 1, "one datagram resent per expiry");
+    }
+    // 1 ms, then doubling: 1, 3, 7, 15 ms after the first send.
+    let ms = |n| Duration::from_millis(n);
+    assert_eq!(deadlines, vec![ms(1), ms(3), ms(7), ms(15)]);
+    assert_eq!(a.stats().retransmits, 4);
+    assert_eq!(a.stats().timeouts, 4);
+    assert_eq!(
+        a.rtt().srtt,
+        None,
+        "no sample from a retransmitted datagram"
+    );
+    let _ = now;
+}
+
+#[test]
+fn idle_session_is_small() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(Config::default(), t0);
+    let fresh = a.memory();
+    assert!(fresh.total() <= 768, "{fresh:?}");
+    eprintln!("idle session: {} bytes", fresh.total());
+    for i in 0..50u32 {
+        a.send(t0, vec![0u8; (i * 997 % 20_000) as usize]).unwrap();
+    }
+    let mut now = t0;
+    for _ in 0..100 {
+        now += Duration::from_micros(50);
+        for d in drain(&mut a, now) {
+            b.handle_datagram(now, &d, &mut Collect::default()).unwrap();
+        }
+        b.handle_timeout(now);
+        for d in drain(&mut b, now) {
+            a.handle_datagram(now, &d, &mut Collect::default()).unwrap();
+        }
+    }
+    assert!(a.is_idle());
+    let _ = events(&mut a);
+    let _ = events(&mut b);
+    // Back to the fixed part: queues, reorder slots and event queues are given back.
+    assert_eq!(a.memory(), fresh);
+    assert_eq!(b.memory(), fresh);
+}
