@@ -1,5 +1,46 @@
-//! diwarp's libfabric provider (`libdiwarp-fi.so`): endpoints, tag matching, eager and rendezvous
-//! protocols, completion queues, address vectors and progress. Its `ffi` module will be the only
-//! place with `unsafe` code in the project.
+//! diwarp's libfabric provider, built as `libdiwarp-fi.so`.
 //!
-//! Empty until the channel issue; it exists so the workspace has its final shape.
+//! MPICH (ch4:ofi) and Open MPI (mtl:ofi) reach diwarp through the libfabric core, which loads
+//! this library from `FI_PROVIDER_PATH` and calls `fi_prov_ini`. The [`ffi`] module is the C
+//! boundary and the only place with `unsafe` code; the modules beside it are safe Rust:
+//! [`info`] decides what `fi_getinfo` answers, [`params`] and [`log`] connect to libfabric's
+//! parameters and logging, and the object modules ([`fabric`], [`domain`], [`endpoint`], [`cq`],
+//! [`av`], [`cntr`]) hold the state behind each fid.
+//!
+//! Still to come: the data path (tag matching, eager and rendezvous protocols over the
+//! reliable-datagram queue pair, progress); until then send and receive calls return -FI_ENOSYS.
+
+pub mod addr;
+pub mod av;
+pub mod cntr;
+pub mod cq;
+pub mod domain;
+pub mod endpoint;
+pub mod error;
+pub mod fabric;
+mod ffi;
+pub mod iface;
+pub mod info;
+pub mod log;
+pub mod params;
+
+#[cfg(test)]
+mod testutil {
+    use std::sync::Arc;
+
+    use crate::domain::Domain;
+    use crate::fabric::Fabric;
+    use crate::info::{fi_version, offer, FABRIC_NAME};
+    use crate::params::Config;
+
+    /// A domain whose endpoints bind to loopback.
+    pub fn domain() -> Arc<Domain> {
+        let config = Config {
+            iface: Some("127.0.0.1".into()),
+            ..Config::default()
+        };
+        let fabric = Fabric::open(FABRIC_NAME, config).unwrap();
+        let v = fi_version(1, 17);
+        Domain::open(&fabric, v, &offer(v)).unwrap()
+    }
+}

@@ -1,0 +1,144 @@
+//! The endpoint name: what `fi_getname` returns, MPI exchanges out of band and `fi_av_insert`
+//! takes back. Fixed length (MPI packs names back to back) and self-describing (it carries a
+//! version and its own address family), well under `FI_NAME_MAX` (64).
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// `d1 57` ("diwarp"), then the format version.
+const MAGIC: [u8; 2] = [0xd1, 0x57];
+const VERSION: u8 = 1;
+
+/// An endpoint's address: the UDP socket every peer starts on, the TCP port an RC connection is
+/// accepted on (0 until that path exists), and a nonce that tells two incarnations of an
+/// endpoint on the same address apart, so a restarted rank is never mistaken for its predecessor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EpName {
+    pub ip: IpAddr,
+    pub udp_port: u16,
+    pub tcp_port: u16,
+    pub nonce: u64,
+}
+
+impl EpName {
+    /// Bytes on the wire: magic (2), version (1), family (1), UDP port (2), TCP port (2),
+    /// address (16; IPv4 in the first 4), nonce (8). Integers big-endian.
+    pub const LEN: usize = 32;
+
+    pub fn udp_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.ip, self.udp_port)
+    }
+
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[..2].copy_from_slice(&MAGIC);
+        b[2] = VERSION;
+        match self.ip {
+            IpAddr::V4(a) => {
+                b[3] = 4;
+                b[8..12].copy_from_slice(&a.octets());
+            }
+            IpAddr::V6(a) => {
+                b[3] = 6;
+                b[8..24].copy_from_slice(&a.octets());
+            }
+        }
+        b[4..6].copy_from_slice(&self.udp_port.to_be_bytes());
+        b[6..8].copy_from_slice(&self.tcp_port.to_be_bytes());
+        b[24..32].copy_from_slice(&self.nonce.to_be_bytes());
+        b
+    }
+
+    /// Parses a name; `None` for anything diwarp did not produce (wrong length, magic, version,
+    /// family, or a zero UDP port).
+    pub fn decode(b: &[u8]) -> Option<EpName> {
+        if b.len() != Self::LEN || b[..2] != MAGIC || b[2] != VERSION {
+            return None;
+        }
+        let ip = match b[3] {
+            4 if b[12..24].iter().all(|&x| x == 0) => {
+                IpAddr::V4(Ipv4Addr::new(b[8], b[9], b[10], b[11]))
+            }
+            6 => IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&b[8..24]).ok()?)),
+            _ => return None,
+        };
+        let udp_port = u16::from_be_bytes([b[4], b[5]]);
+        if udp_port == 0 {
+            return None;
+        }
+        Some(EpName {
+            ip,
+            udp_port,
+            tcp_port: u16::from_be_bytes([b[6], b[7]]),
+            nonce: u64::from_be_bytes(b[24..32].try_into().ok()?),
+        })
+    }
+}
+
+/// `fi_av_straddr`'s form: `diwarp://<ip>:<udp>/<tcp>#<nonce>`.
+impl fmt::Display for EpName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "diwarp://{}/{}#{:016x}",
+            self.udp_addr(),
+            self.tcp_port,
+            self.nonce
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> [EpName; 2] {
+        [
+            EpName {
+                ip: "10.1.2.3".parse().unwrap(),
+                udp_port: 40000,
+                tcp_port: 0,
+                nonce: 0x0123_4567_89ab_cdef,
+            },
+            EpName {
+                ip: "fd00::1".parse().unwrap(),
+                udp_port: 1,
+                tcp_port: 65535,
+                nonce: u64::MAX,
+            },
+        ]
+    }
+
+    #[test]
+    fn round_trip() {
+        for n in names() {
+            let b = n.encode();
+            assert_eq!(b.len(), EpName::LEN);
+            assert_eq!(EpName::decode(&b), Some(n));
+        }
+    }
+
+    #[test]
+    fn foreign_bytes_are_refused() {
+        let good = names()[0].encode();
+        assert_eq!(EpName::decode(&good[..31]), None);
+        assert_eq!(EpName::decode(&[0u8; EpName::LEN]), None);
+        // Magic, version, family, a zero UDP port, stray bytes after an IPv4 address.
+        for (i, v) in [(0, 0u8), (2, 2), (3, 5), (20, 1)] {
+            let mut b = good;
+            b[i] = v;
+            assert_eq!(EpName::decode(&b), None, "byte {i}");
+        }
+        let mut b = good;
+        b[4..6].fill(0);
+        assert_eq!(EpName::decode(&b), None, "port 0");
+    }
+
+    #[test]
+    fn display() {
+        assert_eq!(
+            names()[0].to_string(),
+            "diwarp://10.1.2.3:40000/0#0123456789abcdef"
+        );
+    }
+}

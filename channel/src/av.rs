@@ -1,0 +1,237 @@
+//! Address vectors: peers' names in, compact `fi_addr_t` handles out.
+//!
+//! TABLE and MAP behave alike here: a handle is the insertion index, which is what TABLE
+//! promises (MPICH relies on 0, 1, 2, ... in insertion order) and is as good as any for MAP.
+//! Removed slots are never reused, so a stale handle can never reach a different peer
+//! (Open MPI removes every peer just before closing the endpoint, with data still in flight).
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::addr::EpName;
+use crate::domain::Domain;
+use crate::error::{Errno, Result};
+use crate::ffi::sys::{FI_AV_MAP, FI_AV_TABLE, FI_AV_UNSPEC, FI_MORE, FI_SYNC_ERR};
+
+/// `FI_ADDR_NOTAVAIL`: the handle of an address that could not be inserted.
+pub const ADDR_NOTAVAIL: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AvType {
+    Table,
+    Map,
+}
+
+#[derive(Debug)]
+pub struct AddressVector {
+    pub domain: Arc<Domain>,
+    pub av_type: AvType,
+    slots: RwLock<Vec<Option<EpName>>>,
+}
+
+/// The outcome of one batch insert: a handle (or [`ADDR_NOTAVAIL`]) per address, how many
+/// succeeded, and per address 0 or the error that refused it (for FI_SYNC_ERR).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Inserted {
+    pub handles: Vec<u64>,
+    pub errors: Vec<Errno>,
+    pub count: usize,
+}
+
+impl AddressVector {
+    /// `count` is a sizing hint. Named (shared) AVs, event-queue AVs and receive-context
+    /// bits belong to features diwarp does not offer.
+    pub fn open(
+        domain: &Arc<Domain>,
+        av_type: u32,
+        count: usize,
+        rx_ctx_bits: i32,
+        named: bool,
+        flags: u64,
+    ) -> Result<Arc<AddressVector>> {
+        let av_type = match av_type {
+            FI_AV_TABLE => AvType::Table,
+            FI_AV_MAP => AvType::Map,
+            FI_AV_UNSPEC if domain.info.domain.av_type == FI_AV_MAP => AvType::Map,
+            FI_AV_UNSPEC => AvType::Table,
+            _ => return Err(Errno::INVAL),
+        };
+        if rx_ctx_bits != 0 || named {
+            return Err(Errno::NOSYS);
+        }
+        if flags != 0 {
+            return Err(Errno::BADFLAGS);
+        }
+        Ok(Arc::new(AddressVector {
+            domain: Arc::clone(domain),
+            av_type,
+            slots: RwLock::new(Vec::with_capacity(count.min(1 << 16))),
+        }))
+    }
+
+    /// The fixed length of every address this AV takes.
+    pub fn addrlen(&self) -> usize {
+        EpName::LEN
+    }
+
+    /// Inserts `names.len() / addrlen` packed names. Unparseable names get
+    /// [`ADDR_NOTAVAIL`] and are not counted, so a caller comparing the count sees them.
+    pub fn insert(&self, names: &[u8], flags: u64) -> Result<Inserted> {
+        if flags & !(FI_MORE | FI_SYNC_ERR) != 0 {
+            return Err(Errno::BADFLAGS);
+        }
+        let mut slots = self.slots.write();
+        let mut out = Inserted {
+            handles: Vec::with_capacity(names.len() / EpName::LEN),
+            errors: Vec::with_capacity(names.len() / EpName::LEN),
+            count: 0,
+        };
+        for chunk in names.chunks_exact(EpName::LEN) {
+            match EpName::decode(chunk) {
+                Some(name) => {
+                    out.handles.push(slots.len() as u64);
+                    out.errors.push(Errno(0));
+                    slots.push(Some(name));
+                    out.count += 1;
+                }
+                None => {
+                    out.handles.push(ADDR_NOTAVAIL);
+                    out.errors.push(Errno::INVAL);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes the given handles; all must be live, else nothing is removed.
+    pub fn remove(&self, handles: &[u64], flags: u64) -> Result<()> {
+        if flags != 0 {
+            return Err(Errno::BADFLAGS);
+        }
+        let mut slots = self.slots.write();
+        let live = |h: u64| {
+            usize::try_from(h)
+                .ok()
+                .and_then(|i| slots.get(i))
+                .is_some_and(Option::is_some)
+        };
+        if !handles.iter().all(|&h| live(h)) {
+            return Err(Errno::INVAL);
+        }
+        for &h in handles {
+            slots[h as usize] = None;
+        }
+        Ok(())
+    }
+
+    pub fn lookup(&self, handle: u64) -> Result<EpName> {
+        usize::try_from(handle)
+            .ok()
+            .and_then(|i| self.slots.read().get(i).copied().flatten())
+            .ok_or(Errno::INVAL)
+    }
+}
+
+/// `fi_av_straddr`: a printable form of any address bytes, ours or not.
+pub fn straddr(bytes: &[u8]) -> String {
+    match EpName::decode(bytes) {
+        Some(n) => n.to_string(),
+        None => {
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            format!("diwarp://?{hex}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::domain;
+
+    fn name(port: u16) -> EpName {
+        EpName {
+            ip: "127.0.0.1".parse().unwrap(),
+            udp_port: port,
+            tcp_port: 0,
+            nonce: port as u64,
+        }
+    }
+
+    fn packed(names: &[EpName]) -> Vec<u8> {
+        names.iter().flat_map(|n| n.encode()).collect()
+    }
+
+    fn av(t: u32) -> Arc<AddressVector> {
+        AddressVector::open(&domain(), t, 4, 0, false, 0).unwrap()
+    }
+
+    #[test]
+    fn batch_insert_returns_count_and_sequential_handles() {
+        for t in [FI_AV_TABLE, FI_AV_MAP] {
+            let av = av(t);
+            let r = av.insert(&packed(&[name(1), name(2), name(3)]), 0).unwrap();
+            assert_eq!(r.count, 3);
+            assert_eq!(r.handles, [0, 1, 2]);
+            assert_eq!(av.lookup(1), Ok(name(2)));
+            let r = av.insert(&packed(&[name(4)]), FI_MORE).unwrap();
+            assert_eq!((r.count, r.handles[0]), (1, 3));
+        }
+    }
+
+    #[test]
+    fn bad_names_are_not_counted() {
+        let av = av(FI_AV_TABLE);
+        let mut bytes = packed(&[name(1), name(2)]);
+        bytes[EpName::LEN] ^= 0xff;
+        let r = av.insert(&bytes, FI_SYNC_ERR).unwrap();
+        assert_eq!(r.count, 1);
+        assert_eq!(r.handles, [0, ADDR_NOTAVAIL]);
+        assert_eq!(r.errors, [Errno(0), Errno::INVAL]);
+    }
+
+    #[test]
+    fn removed_handles_stay_dead() {
+        let av = av(FI_AV_MAP);
+        av.insert(&packed(&[name(1), name(2)]), 0).unwrap();
+        assert_eq!(av.remove(&[0, 7], 0), Err(Errno::INVAL));
+        assert_eq!(av.lookup(0), Ok(name(1)), "a failed remove removes nothing");
+        av.remove(&[0], 0).unwrap();
+        assert_eq!(av.lookup(0), Err(Errno::INVAL));
+        assert_eq!(av.remove(&[0], 0), Err(Errno::INVAL));
+        let r = av.insert(&packed(&[name(3)]), 0).unwrap();
+        assert_eq!(r.handles, [2]);
+    }
+
+    #[test]
+    fn open_checks() {
+        let d = domain();
+        assert_eq!(
+            AddressVector::open(&d, FI_AV_UNSPEC, 0, 0, false, 0)
+                .unwrap()
+                .av_type,
+            AvType::Table
+        );
+        assert_eq!(
+            AddressVector::open(&d, 9, 0, 0, false, 0).err(),
+            Some(Errno::INVAL)
+        );
+        assert_eq!(
+            AddressVector::open(&d, FI_AV_MAP, 0, 2, false, 0).err(),
+            Some(Errno::NOSYS)
+        );
+        assert_eq!(
+            AddressVector::open(&d, FI_AV_MAP, 0, 0, true, 0).err(),
+            Some(Errno::NOSYS)
+        );
+    }
+
+    #[test]
+    fn straddr_forms() {
+        assert_eq!(
+            straddr(&name(9).encode()),
+            "diwarp://127.0.0.1:9/0#0000000000000009"
+        );
+        assert_eq!(straddr(&[1, 2]), "diwarp://?0102");
+    }
+}

@@ -1,0 +1,112 @@
+//! `fid_cntr`.
+
+use std::ffi::c_void;
+use std::mem::size_of;
+use std::os::raw::c_int;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::obj::{self, Object};
+use super::panic::{entry, entry_or};
+use super::{domain, stubs, sys};
+use crate::cntr::Counter;
+use crate::error::Result;
+
+static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+
+static OPS: sys::fi_ops_cntr = sys::fi_ops_cntr {
+    size: size_of::<sys::fi_ops_cntr>(),
+    read: Some(read),
+    readerr: Some(readerr),
+    add: Some(add),
+    set: Some(set),
+    wait: Some(wait),
+    adderr: Some(adderr),
+    seterr: Some(seterr),
+};
+
+impl Object for Counter {
+    type Fid = sys::fid_cntr;
+    const CLASS: u32 = sys::FI_CLASS_CNTR;
+    fn fi_ops() -> &'static sys::fi_ops {
+        &FI_OPS
+    }
+}
+
+/// `fi_cntr_open`; a NULL attr means the defaults (completion events, no wait object).
+pub(super) unsafe extern "C" fn open(
+    domain: *mut sys::fid_domain,
+    attr: *mut sys::fi_cntr_attr,
+    cntr: *mut *mut sys::fid_cntr,
+    context: *mut c_void,
+) -> c_int {
+    entry("fi_cntr_open", || {
+        let d = domain::get(domain)?;
+        let (events, wait_obj, flags) = attr
+            .as_ref()
+            .map_or((sys::FI_CNTR_EVENTS_COMP, sys::FI_WAIT_NONE, 0), |a| {
+                (a.events, a.wait_obj, a.flags)
+            });
+        let inner = Counter::open(&d.domain, events, wait_obj, flags)?;
+        let fid = sys::fid_cntr {
+            fid: obj::header::<Counter>(context),
+            ops: std::ptr::from_ref(&OPS).cast_mut(),
+        };
+        obj::hand_out(cntr, fid, inner)?;
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    entry("cntr close", || obj::close::<Counter>(fid).map(|()| 0))
+}
+
+/// SAFETY: as for [`obj::get`].
+pub(super) unsafe fn get<'a>(p: *const c_void) -> Result<&'a Arc<Counter>> {
+    obj::get::<Counter>(p)
+}
+
+/// Reads have no error channel; a fid that is not a diwarp counter reads as 0.
+unsafe extern "C" fn read(cntr: *mut sys::fid_cntr) -> u64 {
+    entry_or("fi_cntr_read", 0, || {
+        get(cntr.cast()).map_or(0, |c| c.read())
+    })
+}
+
+unsafe extern "C" fn readerr(cntr: *mut sys::fid_cntr) -> u64 {
+    entry_or("fi_cntr_readerr", 0, || {
+        get(cntr.cast()).map_or(0, |c| c.read_err())
+    })
+}
+
+unsafe extern "C" fn add(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
+    entry("fi_cntr_add", || {
+        get(cntr.cast()).map(|c| c.add(value)).map(|()| 0)
+    })
+}
+
+unsafe extern "C" fn set(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
+    entry("fi_cntr_set", || {
+        get(cntr.cast()).map(|c| c.set(value)).map(|()| 0)
+    })
+}
+
+unsafe extern "C" fn adderr(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
+    entry("fi_cntr_adderr", || {
+        get(cntr.cast()).map(|c| c.add_err(value)).map(|()| 0)
+    })
+}
+
+unsafe extern "C" fn seterr(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
+    entry("fi_cntr_seterr", || {
+        get(cntr.cast()).map(|c| c.set_err(value)).map(|()| 0)
+    })
+}
+
+/// `timeout` in milliseconds; negative waits forever.
+unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_int) -> c_int {
+    entry("fi_cntr_wait", || {
+        let timeout = u64::try_from(timeout).ok().map(Duration::from_millis);
+        get(cntr.cast())?.wait(threshold, timeout).map(|()| 0)
+    })
+}

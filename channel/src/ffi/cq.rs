@@ -1,0 +1,193 @@
+//! `fid_cq`: completions in the application's chosen entry format.
+
+use std::ffi::{c_void, CStr};
+use std::mem::size_of;
+use std::os::raw::{c_char, c_int};
+use std::ptr;
+use std::sync::Arc;
+
+use super::obj::{self, Object};
+use super::panic::{entry, entry_or};
+use super::{domain, stubs, sys};
+use crate::cq::{Completion, CompletionQueue, CqFormat};
+use crate::error::{Errno, Result};
+
+static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+
+static OPS: sys::fi_ops_cq = sys::fi_ops_cq {
+    size: size_of::<sys::fi_ops_cq>(),
+    read: Some(read),
+    readfrom: Some(readfrom),
+    readerr: Some(readerr),
+    sread: Some(stubs::cq_sread),
+    sreadfrom: Some(stubs::cq_sreadfrom),
+    signal: Some(stubs::cq_signal),
+    strerror: Some(strerror),
+};
+
+impl Object for CompletionQueue {
+    type Fid = sys::fid_cq;
+    const CLASS: u32 = sys::FI_CLASS_CQ;
+    fn fi_ops() -> &'static sys::fi_ops {
+        &FI_OPS
+    }
+}
+
+/// `fi_cq_open`.
+pub(super) unsafe extern "C" fn open(
+    domain: *mut sys::fid_domain,
+    attr: *mut sys::fi_cq_attr,
+    cq: *mut *mut sys::fid_cq,
+    context: *mut c_void,
+) -> c_int {
+    entry("fi_cq_open", || {
+        let d = domain::get(domain)?;
+        let a = attr.as_ref().ok_or(Errno::INVAL)?;
+        let inner = CompletionQueue::open(&d.domain, a.format, a.wait_obj, a.size)?;
+        let fid = sys::fid_cq {
+            fid: obj::header::<CompletionQueue>(context),
+            ops: ptr::from_ref(&OPS).cast_mut(),
+        };
+        obj::hand_out(cq, fid, inner)?;
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    entry("cq close", || {
+        obj::close::<CompletionQueue>(fid).map(|()| 0)
+    })
+}
+
+/// SAFETY: as for [`obj::get`].
+pub(super) unsafe fn get<'a>(p: *const c_void) -> Result<&'a Arc<CompletionQueue>> {
+    obj::get::<CompletionQueue>(p)
+}
+
+/// Writes entry `i` of a `buf` holding entries of the queue's format.
+///
+/// SAFETY: `buf` has room for at least `i + 1` entries of `format`.
+unsafe fn put(buf: *mut c_void, format: CqFormat, i: usize, c: &Completion) {
+    let ctx = c.op_context as *mut c_void;
+    match format {
+        CqFormat::Context => buf
+            .cast::<sys::fi_cq_entry>()
+            .add(i)
+            .write(sys::fi_cq_entry { op_context: ctx }),
+        CqFormat::Msg => buf
+            .cast::<sys::fi_cq_msg_entry>()
+            .add(i)
+            .write(sys::fi_cq_msg_entry {
+                op_context: ctx,
+                flags: c.flags,
+                len: c.len,
+            }),
+        CqFormat::Data => buf
+            .cast::<sys::fi_cq_data_entry>()
+            .add(i)
+            .write(sys::fi_cq_data_entry {
+                op_context: ctx,
+                flags: c.flags,
+                len: c.len,
+                buf: c.buf as *mut c_void,
+                data: c.data,
+            }),
+        CqFormat::Tagged => {
+            buf.cast::<sys::fi_cq_tagged_entry>()
+                .add(i)
+                .write(sys::fi_cq_tagged_entry {
+                    op_context: ctx,
+                    flags: c.flags,
+                    len: c.len,
+                    buf: c.buf as *mut c_void,
+                    data: c.data,
+                    tag: c.tag,
+                })
+        }
+    }
+}
+
+/// SAFETY: `buf` holds `count` entries; `src` is null or holds `count` addresses.
+unsafe fn read_into(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut sys::fi_addr_t,
+) -> Result<isize> {
+    let cq = get(cq.cast())?;
+    if buf.is_null() && count > 0 {
+        return Err(Errno::INVAL);
+    }
+    let n = cq.read(count, |i, c| {
+        put(buf, cq.format, i, c);
+        if !src.is_null() {
+            src.add(i).write(c.src.unwrap_or(sys::FI_ADDR_NOTAVAIL));
+        }
+    })?;
+    Ok(n as isize)
+}
+
+/// `fi_cq_read`: never 0; -FI_EAGAIN when empty, -FI_EAVAIL when an error entry waits.
+unsafe extern "C" fn read(cq: *mut sys::fid_cq, buf: *mut c_void, count: usize) -> isize {
+    entry("fi_cq_read", || read_into(cq, buf, count, ptr::null_mut()))
+}
+
+unsafe extern "C" fn readfrom(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut sys::fi_addr_t,
+) -> isize {
+    entry("fi_cq_readfrom", || read_into(cq, buf, count, src))
+}
+
+/// `fi_cq_readerr`. Only the 1.17 fields are written: a 2.x caller's struct is larger, and
+/// its extra fields keep what the 2.x inline wrapper put there. diwarp has no provider-specific
+/// error data, so `err_data_size` comes back 0.
+unsafe extern "C" fn readerr(
+    cq: *mut sys::fid_cq,
+    buf: *mut sys::fi_cq_err_entry,
+    _flags: u64,
+) -> isize {
+    entry("fi_cq_readerr", || {
+        let cq = get(cq.cast())?;
+        let out = buf.as_mut().ok_or(Errno::INVAL)?;
+        let e = cq.read_err()?;
+        let c = &e.completion;
+        out.op_context = c.op_context as *mut c_void;
+        out.flags = c.flags;
+        out.len = c.len;
+        out.buf = c.buf as *mut c_void;
+        out.data = c.data;
+        out.tag = c.tag;
+        out.olen = e.olen;
+        out.err = e.err.0 as c_int;
+        out.prov_errno = e.prov_errno;
+        out.err_data_size = 0;
+        Ok(1)
+    })
+}
+
+static UNKNOWN: &std::ffi::CStr = c"diwarp: unknown error";
+
+/// `fi_cq_strerror`: diwarp's `prov_errno` values are fi error numbers.
+unsafe extern "C" fn strerror(
+    _cq: *mut sys::fid_cq,
+    prov_errno: c_int,
+    _err_data: *const c_void,
+    buf: *mut c_char,
+    len: usize,
+) -> *const c_char {
+    entry_or("fi_cq_strerror", UNKNOWN.as_ptr(), || {
+        // libfabric's strings are static, so without a buffer the pointer can be returned.
+        let text = sys::fi_strerror(prov_errno.saturating_abs());
+        if buf.is_null() || len == 0 || text.is_null() {
+            return text;
+        }
+        let bytes = CStr::from_ptr(text).to_bytes();
+        let n = bytes.len().min(len - 1);
+        ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, n);
+        buf.add(n).write(0);
+        buf.cast_const()
+    })
+}

@@ -1,0 +1,69 @@
+//! `fid_fabric`: opened by the core through `provider->fabric`.
+
+use std::ffi::{c_void, CStr};
+use std::mem::size_of;
+use std::os::raw::c_int;
+use std::ptr;
+
+use super::obj::{self, Object};
+use super::panic::entry;
+use super::{domain, provider, stubs, sys};
+use crate::error::Errno;
+use crate::fabric::Fabric;
+
+static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+
+static OPS: sys::fi_ops_fabric = sys::fi_ops_fabric {
+    size: size_of::<sys::fi_ops_fabric>(),
+    domain: Some(domain::open),
+    passive_ep: Some(stubs::fabric_passive_ep),
+    eq_open: Some(stubs::fabric_eq_open),
+    wait_open: Some(stubs::fabric_wait_open),
+    trywait: Some(stubs::fabric_trywait),
+    domain2: Some(stubs::fabric_domain2),
+};
+
+impl Object for Fabric {
+    type Fid = sys::fid_fabric;
+    const CLASS: u32 = sys::FI_CLASS_FABRIC;
+    fn fi_ops() -> &'static sys::fi_ops {
+        &FI_OPS
+    }
+}
+
+/// `provider->fabric`. The core sets `api_version` on the new fid after this returns.
+pub(super) unsafe extern "C" fn open(
+    attr: *mut sys::fi_fabric_attr,
+    fabric: *mut *mut sys::fid_fabric,
+    context: *mut c_void,
+) -> c_int {
+    entry("fabric", || {
+        let attr = attr.as_ref().ok_or(Errno::INVAL)?;
+        if attr.name.is_null() {
+            return Err(Errno::INVAL);
+        }
+        let name = CStr::from_ptr(attr.name).to_string_lossy();
+        let inner = Fabric::open(&name, provider::config())?;
+        let fid = sys::fid_fabric {
+            fid: obj::header::<Fabric>(context),
+            ops: ptr::from_ref(&OPS).cast_mut(),
+            api_version: 0,
+        };
+        obj::hand_out(fabric, fid, inner)?;
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    entry("fabric close", || obj::close::<Fabric>(fid).map(|()| 0))
+}
+
+/// The fabric behind a fid, with the API version the application opened it with.
+///
+/// SAFETY: as for [`obj::get`].
+pub(super) unsafe fn get<'a>(
+    p: *mut sys::fid_fabric,
+) -> crate::error::Result<(&'a std::sync::Arc<Fabric>, u32)> {
+    let f = obj::get::<Fabric>(p.cast())?;
+    Ok((f, provider::api_version((*p).api_version)))
+}

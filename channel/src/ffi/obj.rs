@@ -1,0 +1,80 @@
+//! libfabric objects: a C fid struct followed by the safe object it stands for.
+
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::Arc;
+
+use super::sys;
+use crate::error::{Errno, Result};
+
+/// A safe object the application sees through a fid of type `Fid`.
+pub(super) trait Object: Sized + 'static {
+    type Fid;
+    const CLASS: u32;
+    /// The `fi_ops` table every fid of this class points at: it tells diwarp's fids of this
+    /// class apart from anything else the application might pass.
+    fn fi_ops() -> &'static sys::fi_ops;
+}
+
+/// `fid` is first, so a pointer to the object is a pointer to its fid and to its `struct fid`.
+#[repr(C)]
+struct Obj<T: Object> {
+    fid: T::Fid,
+    inner: Arc<T>,
+}
+
+/// The `struct fid` header for a new object of class `T`.
+pub(super) fn header<T: Object>(context: *mut c_void) -> sys::fid {
+    sys::fid {
+        fclass: T::CLASS as usize,
+        context,
+        // Never written through: libfabric treats ops tables as read-only.
+        ops: ptr::from_ref(T::fi_ops()).cast_mut(),
+    }
+}
+
+/// Moves a new object to the heap and returns the fid the application will hold.
+pub(super) fn publish<T: Object>(fid: T::Fid, inner: Arc<T>) -> *mut T::Fid {
+    Box::into_raw(Box::new(Obj { fid, inner })).cast()
+}
+
+/// The object behind a fid the application passed, if it is one of diwarp's of class `T`.
+///
+/// SAFETY: `p` is null or points to a live fid (any provider's), per libfabric's contract
+/// that the application passes only open fids; the object outlives the returned borrow
+/// because the application may not close it during a call on it.
+pub(super) unsafe fn get<'a, T: Object>(p: *const c_void) -> Result<&'a Arc<T>> {
+    let f = p.cast::<sys::fid>();
+    if f.is_null() || !ptr::eq((*f).ops.cast_const(), T::fi_ops()) {
+        return Err(Errno::INVAL);
+    }
+    Ok(&(*p.cast::<Obj<T>>()).inner)
+}
+
+/// `fi_close`: frees the object unless another object still holds it (-FI_EBUSY), e.g. a
+/// domain with an open endpoint or a CQ still bound to one.
+///
+/// SAFETY: as for [`get`]; after success the fid is dangling, as libfabric specifies.
+pub(super) unsafe fn close<T: Object>(p: *mut sys::fid) -> Result<()> {
+    let inner = get::<T>(p.cast())?;
+    if Arc::strong_count(inner) > 1 {
+        return Err(Errno::BUSY);
+    }
+    drop(Box::from_raw(p.cast::<Obj<T>>()));
+    Ok(())
+}
+
+/// Writes a new object's fid to the application's out-pointer.
+///
+/// SAFETY: `out` is null or writable.
+pub(super) unsafe fn hand_out<T: Object>(
+    out: *mut *mut T::Fid,
+    fid: T::Fid,
+    inner: Arc<T>,
+) -> Result<()> {
+    if out.is_null() {
+        return Err(Errno::INVAL);
+    }
+    *out = publish(fid, inner);
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! The provider entry point and the `struct fi_provider` the core registers.
+
+use std::cell::UnsafeCell;
+use std::os::raw::{c_char, c_int};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use super::panic::{entry, entry_or};
+use super::{fabric, info, param, sys};
+use crate::diag;
+use crate::error::Errno;
+use crate::info::{fi_version, negotiate, provider_version};
+use crate::params::Config;
+
+/// The core writes into `context` (`ofi_prov_ctx`: provider type, logging and layering
+/// switches), so the struct must be writable memory, never rodata.
+struct ProviderCell(UnsafeCell<sys::fi_provider>);
+
+// SAFETY: Rust writes the struct only in fi_prov_ini, before the core has the pointer; from
+// then on only the core writes it, under its own lock, and Rust only passes the pointer back.
+unsafe impl Sync for ProviderCell {}
+
+static PROVIDER: ProviderCell = ProviderCell(UnsafeCell::new(sys::fi_provider {
+    version: 0,
+    fi_version: 0,
+    context: sys::fi_context {
+        internal: [ptr::null_mut(); 4],
+    },
+    name: c"diwarp".as_ptr(),
+    getinfo: Some(getinfo),
+    fabric: Some(fabric::open),
+    cleanup: Some(cleanup),
+}));
+
+static LOADED: AtomicBool = AtomicBool::new(false);
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+pub(super) fn ptr() -> *mut sys::fi_provider {
+    PROVIDER.0.get()
+}
+
+pub(super) fn is_loaded() -> bool {
+    LOADED.load(Ordering::Acquire)
+}
+
+/// The settings read when the provider was loaded (defaults outside a core, as in tests).
+pub(super) fn config() -> Config {
+    CONFIG.get().cloned().unwrap_or_default()
+}
+
+/// Called by the core's DSO loader once, under its init lock (so no `fi_getinfo` from here).
+#[no_mangle]
+pub extern "C" fn fi_prov_ini() -> *mut sys::fi_provider {
+    entry_or("fi_prov_ini", ptr::null_mut(), || {
+        let p = ptr();
+        // SAFETY: the core does not have the pointer yet. `fi_version()` is the running core's
+        // API version: the core skips providers older than what the application asks for (MPICH
+        // 5 asks 2.5, Open MPI 5 1.18), so one build serves the 1.17 and the 2.x cores alike.
+        unsafe {
+            (*p).version = provider_version();
+            (*p).fi_version = sys::fi_version();
+        }
+        LOADED.store(true, Ordering::Release);
+        param::define_all();
+        let config = CONFIG.get_or_init(|| Config::from_source(&param::CoreParams));
+        // SAFETY: as above; fi_version has just been written.
+        let core = unsafe { (*p).fi_version };
+        diag!(
+            Info,
+            Core,
+            "diwarp {} loaded by libfabric API {}.{}; {config:?}",
+            env!("CARGO_PKG_VERSION"),
+            core >> 16,
+            core & 0xffff
+        );
+        p
+    })
+}
+
+/// `provider->getinfo`. Names of nodes and services are not used: an endpoint's address is
+/// chosen when it is created (FI_DIWARP_IFACE).
+unsafe extern "C" fn getinfo(
+    version: u32,
+    _node: *const c_char,
+    _service: *const c_char,
+    _flags: u64,
+    hints: *const sys::fi_info,
+    out: *mut *mut sys::fi_info,
+) -> c_int {
+    entry("getinfo", || {
+        if out.is_null() {
+            return Err(Errno::INVAL);
+        }
+        let hints = hints.as_ref().map(|h| info::read(h));
+        let answer = negotiate(version, hints.as_ref()).map_err(|r| {
+            diag!(
+                Info,
+                Core,
+                "hints refused: {} (api {}.{})",
+                r.0,
+                version >> 16,
+                version & 0xffff
+            );
+            Errno::NODATA
+        })?;
+        *out = info::write(&answer)?;
+        Ok(0)
+    })
+}
+
+extern "C" fn cleanup() {
+    entry_or("cleanup", (), || {
+        diag!(Info, Core, "unloading");
+        LOADED.store(false, Ordering::Release);
+    })
+}
+
+/// The API version the fabric was opened with, for re-checking infos passed to
+/// `fi_domain`/`fi_endpoint`. Before 1.5 the core does not record it.
+pub(super) fn api_version(fabric_api: u32) -> u32 {
+    if fabric_api == 0 {
+        fi_version(1, 4)
+    } else {
+        fabric_api
+    }
+}

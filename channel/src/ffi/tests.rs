@@ -1,0 +1,334 @@
+//! The fid tables driven the way an application drives them through libfabric's inline
+//! wrappers (`fi_domain(fab, ...)` is `fab->ops->domain(fab, ...)`), without a core in between.
+
+use std::ffi::c_void;
+use std::mem::size_of;
+use std::os::raw::c_int;
+use std::ptr::{self, null, null_mut};
+
+use super::provider;
+use super::sys::*;
+use crate::addr::EpName;
+use crate::error::Errno;
+
+fn neg(e: u64) -> c_int {
+    -(e as c_int)
+}
+
+/// `fi_close`.
+unsafe fn close(f: *mut fid) -> c_int {
+    (*(*f).ops).close.unwrap()(f)
+}
+
+struct Objects {
+    info: *mut fi_info,
+    fab: *mut fid_fabric,
+    dom: *mut fid_domain,
+    av: *mut fid_av,
+    cq: *mut fid_cq,
+    cntr: *mut fid_cntr,
+    ep: *mut fid_ep,
+}
+
+/// MPICH's sequence (research §1.4): fabric, domain, AV, counter, CQ, endpoint, binds, enable.
+unsafe fn open_all() -> Objects {
+    let getinfo = (*provider::ptr()).getinfo.unwrap();
+    let mut info = null_mut();
+    assert_eq!(
+        getinfo(
+            crate::info::fi_version(1, 17),
+            null(),
+            null(),
+            0,
+            null(),
+            &mut info
+        ),
+        0
+    );
+    (*(*info).domain_attr).threading = FI_THREAD_DOMAIN;
+    let mut o = Objects {
+        info,
+        fab: null_mut(),
+        dom: null_mut(),
+        av: null_mut(),
+        cq: null_mut(),
+        cntr: null_mut(),
+        ep: null_mut(),
+    };
+    assert_eq!(
+        (*provider::ptr()).fabric.unwrap()((*info).fabric_attr, &mut o.fab, null_mut()),
+        0
+    );
+    (*o.fab).api_version = crate::info::fi_version(1, 17);
+    assert_eq!(
+        (*(*o.fab).ops).domain.unwrap()(o.fab, info, &mut o.dom, null_mut()),
+        0
+    );
+    let dops = &*(*o.dom).ops;
+    let mut av_attr = fi_av_attr {
+        type_: FI_AV_TABLE,
+        count: 4,
+        ..Default::default()
+    };
+    assert_eq!(
+        dops.av_open.unwrap()(o.dom, &mut av_attr, &mut o.av, null_mut()),
+        0
+    );
+    let mut cntr_attr = fi_cntr_attr {
+        events: FI_CNTR_EVENTS_COMP,
+        wait_obj: FI_WAIT_UNSPEC,
+        ..Default::default()
+    };
+    assert_eq!(
+        dops.cntr_open.unwrap()(o.dom, &mut cntr_attr, &mut o.cntr, null_mut()),
+        0
+    );
+    let mut cq_attr = fi_cq_attr {
+        format: FI_CQ_FORMAT_TAGGED,
+        wait_obj: FI_WAIT_NONE,
+        ..Default::default()
+    };
+    assert_eq!(
+        dops.cq_open.unwrap()(o.dom, &mut cq_attr, &mut o.cq, null_mut()),
+        0
+    );
+    assert_eq!(
+        dops.endpoint.unwrap()(o.dom, info, &mut o.ep, null_mut()),
+        0
+    );
+    let bind = (*(*o.ep).fid.ops).bind.unwrap();
+    let control = (*(*o.ep).fid.ops).control.unwrap();
+    let ep = ptr::addr_of_mut!((*o.ep).fid);
+    assert_eq!(
+        control(ep, FI_ENABLE as c_int, null_mut()),
+        neg(FI_ENOAV as u64)
+    );
+    assert_eq!(bind(ep, ptr::addr_of_mut!((*o.av).fid), 0), 0);
+    let cq_flags = FI_SEND | FI_RECV | FI_SELECTIVE_COMPLETION;
+    assert_eq!(bind(ep, ptr::addr_of_mut!((*o.cq).fid), cq_flags), 0);
+    assert_eq!(
+        bind(ep, ptr::addr_of_mut!((*o.cntr).fid), FI_READ | FI_WRITE),
+        0
+    );
+    assert_eq!(bind(ep, ptr::addr_of_mut!((*o.dom).fid), 0), neg(FI_ENOSYS));
+    assert_eq!(control(ep, FI_ENABLE as c_int, null_mut()), 0);
+    o
+}
+
+unsafe fn close_all(o: Objects) {
+    // Parents refuse to close while children hold them.
+    assert_eq!(close(ptr::addr_of_mut!((*o.dom).fid)), neg(FI_EBUSY));
+    assert_eq!(close(ptr::addr_of_mut!((*o.cq).fid)), neg(FI_EBUSY));
+    for f in [
+        ptr::addr_of_mut!((*o.ep).fid),
+        ptr::addr_of_mut!((*o.av).fid),
+        ptr::addr_of_mut!((*o.cq).fid),
+        ptr::addr_of_mut!((*o.cntr).fid),
+        ptr::addr_of_mut!((*o.dom).fid),
+        ptr::addr_of_mut!((*o.fab).fid),
+    ] {
+        assert_eq!(close(f), 0);
+    }
+    fi_freeinfo(o.info);
+}
+
+#[test]
+fn object_lifecycle_names_and_addresses() {
+    unsafe {
+        let o = open_all();
+        let ep = ptr::addr_of_mut!((*o.ep).fid);
+        let cm = &*(*o.ep).cm;
+
+        // Open MPI 5's two-step getname.
+        let mut len = 0usize;
+        assert_eq!(
+            cm.getname.unwrap()(ep, null_mut(), &mut len),
+            neg(FI_ETOOSMALL as u64)
+        );
+        assert_eq!(len, EpName::LEN);
+        let mut name = [0u8; 64];
+        len = name.len();
+        assert_eq!(
+            cm.getname.unwrap()(ep, name.as_mut_ptr().cast(), &mut len),
+            0
+        );
+        assert!(EpName::decode(&name[..len]).is_some());
+
+        // MPICH inserts itself first and must get 0; Open MPI 4.1 inserts a batch and checks
+        // the count.
+        let avops = &*(*o.av).ops;
+        let mut batch = [0u8; 3 * EpName::LEN];
+        batch[..32].copy_from_slice(&name[..32]);
+        batch[32..64].copy_from_slice(&name[..32]);
+        let mut handles = [0u64; 3];
+        let mut errs = [0 as c_int; 3];
+        let insert = avops.insert.unwrap();
+        assert_eq!(
+            insert(
+                o.av,
+                name.as_ptr().cast(),
+                1,
+                handles.as_mut_ptr(),
+                0,
+                null_mut()
+            ),
+            1
+        );
+        assert_eq!(handles[0], 0);
+        let n = insert(
+            o.av,
+            batch.as_ptr().cast(),
+            3,
+            handles.as_mut_ptr(),
+            FI_SYNC_ERR,
+            errs.as_mut_ptr().cast(),
+        );
+        assert_eq!(n, 2);
+        assert_eq!(handles, [1, 2, FI_ADDR_NOTAVAIL]);
+        assert_eq!(errs, [0, 0, FI_EINVAL as c_int]);
+        let mut back = [0u8; 8];
+        let mut blen = back.len();
+        assert_eq!(
+            avops.lookup.unwrap()(o.av, 2, back.as_mut_ptr().cast(), &mut blen),
+            0
+        );
+        assert_eq!((blen, &back[..]), (EpName::LEN, &name[..8]));
+        let mut text = [0 as std::os::raw::c_char; 16];
+        let mut tlen = text.len();
+        let s = avops.straddr.unwrap()(o.av, name.as_ptr().cast(), text.as_mut_ptr(), &mut tlen);
+        assert_eq!(s, text.as_ptr());
+        assert!(tlen > 16, "full length reported");
+        assert_eq!(text[15], 0, "truncated text is terminated");
+        let mut gone = [0u64];
+        assert_eq!(avops.remove.unwrap()(o.av, gone.as_mut_ptr(), 1, 0), 0);
+        assert_eq!(
+            avops.lookup.unwrap()(o.av, 0, back.as_mut_ptr().cast(), &mut blen),
+            neg(FI_EINVAL)
+        );
+
+        close_all(o);
+    }
+}
+
+#[test]
+fn cq_counter_options_and_unimplemented_ops() {
+    unsafe {
+        let o = open_all();
+        let ep = ptr::addr_of_mut!((*o.ep).fid);
+        let cqops = &*(*o.cq).ops;
+        let mut entries = [fi_cq_tagged_entry::default(); 4];
+        assert_eq!(
+            cqops.read.unwrap()(o.cq, entries.as_mut_ptr().cast(), 4),
+            -(FI_EAGAIN as isize)
+        );
+        let mut err = fi_cq_err_entry::default();
+        assert_eq!(
+            cqops.readerr.unwrap()(o.cq, &mut err, 0),
+            -(FI_EAGAIN as isize)
+        );
+        let mut buf = [0 as std::os::raw::c_char; 64];
+        let msg = cqops.strerror.unwrap()(
+            o.cq,
+            FI_ETRUNC as c_int,
+            null(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        );
+        assert_eq!(msg, buf.as_ptr());
+
+        let c = &*(*o.cntr).ops;
+        assert_eq!(c.add.unwrap()(o.cntr, 5), 0);
+        assert_eq!(c.read.unwrap()(o.cntr), 5);
+        assert_eq!(c.wait.unwrap()(o.cntr, 5, 0), 0);
+        assert_eq!(c.wait.unwrap()(o.cntr, 6, 1), neg(FI_ETIMEDOUT));
+
+        let epops = &*(*o.ep).ops;
+        let v: usize = 4096;
+        let (lvl, opt) = (FI_OPT_ENDPOINT as c_int, FI_OPT_MIN_MULTI_RECV as c_int);
+        let set = epops.setopt.unwrap()(ep, lvl, opt, ptr::from_ref(&v).cast(), size_of::<usize>());
+        assert_eq!(set, 0);
+        let (mut got, mut glen) = (0usize, size_of::<usize>());
+        let get = epops.getopt.unwrap()(
+            ep,
+            lvl,
+            opt,
+            ptr::from_mut(&mut got).cast::<c_void>(),
+            &mut glen,
+        );
+        assert_eq!((get, got), (0, 4096));
+        assert_eq!(
+            epops.setopt.unwrap()(ep, lvl, 99, null(), 0),
+            neg(FI_ENOPROTOOPT)
+        );
+
+        let mut flags = FI_TRANSMIT;
+        let control = (*(*o.ep).fid.ops).control.unwrap();
+        assert_eq!(
+            control(ep, FI_GETOPSFLAG as c_int, ptr::from_mut(&mut flags).cast()),
+            0
+        );
+        assert_eq!(flags, 0, "getinfo without hints leaves op_flags empty");
+
+        // Data calls wait for the data path; RMA is never offered. Both say so, not crash.
+        let t = &*(*o.ep).tagged;
+        let r = t.send.unwrap()(o.ep, null(), 0, null_mut(), 0, 1, null_mut());
+        assert_eq!(r, -(FI_ENOSYS as isize));
+        let r = (*(*o.ep).rma).write.unwrap()(o.ep, null(), 0, null_mut(), 0, 0, 0, null_mut());
+        assert_eq!(r, -(FI_ENOSYS as isize));
+        let mut mr = null_mut();
+        let reg = (*(*o.dom).mr).reg.unwrap()(
+            ptr::addr_of_mut!((*o.dom).fid),
+            null(),
+            0,
+            0,
+            0,
+            0,
+            0,
+            &mut mr,
+            null_mut(),
+        );
+        assert_eq!(reg, neg(FI_ENOSYS));
+
+        close_all(o);
+    }
+}
+
+#[test]
+fn foreign_fids_are_refused() {
+    unsafe {
+        let o = open_all();
+        // A CQ passed where an endpoint is expected: its ops table gives it away.
+        let cq_as_ep = ptr::addr_of_mut!((*o.cq).fid);
+        let getname = (*(*o.ep).cm).getname.unwrap();
+        let mut len = 64usize;
+        assert_eq!(getname(cq_as_ep, null_mut(), &mut len), Errno::INVAL.ret());
+        assert_eq!(
+            (*(*o.av).ops).insert.unwrap()(o.cq.cast(), null(), 1, null_mut(), 0, null_mut()),
+            neg(FI_EINVAL)
+        );
+        close_all(o);
+    }
+}
+
+#[test]
+fn getinfo_refuses_layering_probes() {
+    unsafe {
+        let getinfo = (*provider::ptr()).getinfo.unwrap();
+        let hints = fi_dupinfo(null());
+        (*(*hints).ep_attr).type_ = FI_EP_DGRAM;
+        let mut info = null_mut();
+        assert_eq!(
+            getinfo(
+                crate::info::fi_version(1, 17),
+                null(),
+                null(),
+                1 << 59,
+                hints,
+                &mut info
+            ),
+            neg(FI_ENODATA)
+        );
+        assert!(info.is_null());
+        fi_freeinfo(hints);
+    }
+}

@@ -1,0 +1,56 @@
+//! Logging through libfabric's `fi_log`, so diwarp's messages obey `FI_LOG_LEVEL`, `FI_LOG_PROV`
+//! and `FI_LOG_SUBSYS` like every other provider's.
+//!
+//! Use [`diag!`](crate::diag): `diag!(Warn, Av, "bad address {i}")`. The message is only formatted
+//! when the core would print it. Outside a loaded provider (unit tests) nothing is printed.
+
+use std::fmt;
+
+use crate::ffi;
+
+/// libfabric's log levels, most important first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Warn,
+    Trace,
+    Info,
+    Debug,
+}
+
+/// libfabric's log subsystems.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subsys {
+    Core,
+    Fabric,
+    Domain,
+    EpCtrl,
+    EpData,
+    Av,
+    Cq,
+    Eq,
+    Mr,
+    Cntr,
+}
+
+pub fn enabled(level: Level, subsys: Subsys) -> bool {
+    ffi::log::enabled(level, subsys)
+}
+
+/// Formats and emits one message; callers check [`enabled`] first (the macro does).
+pub fn write(level: Level, subsys: Subsys, func: &str, line: u32, args: fmt::Arguments<'_>) {
+    let mut msg = fmt::format(args);
+    msg.push('\n');
+    ffi::log::emit(level, subsys, func, line, &msg);
+}
+
+/// `diag!(Level, Subsys, "format", args...)`: logs through libfabric when that level is on.
+#[macro_export]
+macro_rules! diag {
+    ($level:ident, $subsys:ident, $($arg:tt)+) => {{
+        let level = $crate::log::Level::$level;
+        let subsys = $crate::log::Subsys::$subsys;
+        if $crate::log::enabled(level, subsys) {
+            $crate::log::write(level, subsys, module_path!(), line!(), format_args!($($arg)+));
+        }
+    }};
+}

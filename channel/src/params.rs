@@ -1,0 +1,199 @@
+//! The `FI_DIWARP_*` provider parameters: their names, types and help text (registered with
+//! `fi_param_define`, so `fi_info -e` lists them) and the validated [`Config`] read from them.
+
+use std::time::Duration;
+
+use crate::diag;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    Str,
+    Int,
+    Bool,
+    Size,
+}
+
+/// One parameter. `name` is lower case without prefix; libfabric exposes it as `FI_DIWARP_<NAME>`.
+#[derive(Clone, Copy, Debug)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub help: &'static str,
+}
+
+pub const IFACE: &str = "iface";
+pub const EAGER_SIZE: &str = "eager_size";
+pub const LINGER_MS: &str = "linger_ms";
+pub const PEER_TIMEOUT_MS: &str = "peer_timeout_ms";
+pub const MEM_REPORT: &str = "mem_report";
+
+pub const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: IFACE,
+        kind: ParamKind::Str,
+        help: "Network interface name or IP address the endpoint's UDP socket binds to \
+               (default: the first interface that is up and not loopback, else 127.0.0.1)",
+    },
+    ParamSpec {
+        name: EAGER_SIZE,
+        kind: ParamKind::Size,
+        help: "Largest message sent eagerly; larger ones use rendezvous, placed directly \
+               into the posted receive buffer (default: 16384)",
+    },
+    ParamSpec {
+        name: LINGER_MS,
+        kind: ParamKind::Int,
+        help: "How long closing an endpoint waits for its sent data to be acknowledged, \
+               in milliseconds (default: 2000)",
+    },
+    ParamSpec {
+        name: PEER_TIMEOUT_MS,
+        kind: ParamKind::Int,
+        help: "A peer that stays silent this long fails its pending operations instead of \
+               hanging, in milliseconds (default: 30000)",
+    },
+    ParamSpec {
+        name: MEM_REPORT,
+        kind: ParamKind::Str,
+        help: "Write this rank's memory ledger at finalize to this path ('-' for stderr, \
+               '%p' becomes the process id); unset: no report",
+    },
+];
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParamValue {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    Size(usize),
+}
+
+/// Where parameter values come from: libfabric's `fi_param_get` in the provider, a map in tests.
+pub trait ParamSource {
+    /// The value of a parameter that is set, or `None` if it is unset.
+    fn get(&self, spec: &ParamSpec) -> Option<ParamValue>;
+}
+
+/// The provider's settings, validated; out-of-range values fall back to the default with a warning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub iface: Option<String>,
+    pub eager_size: usize,
+    pub linger: Duration,
+    pub peer_timeout: Duration,
+    pub mem_report: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            iface: None,
+            eager_size: 16 * 1024,
+            linger: Duration::from_millis(2000),
+            peer_timeout: Duration::from_millis(30_000),
+            mem_report: None,
+        }
+    }
+}
+
+const EAGER_MAX: usize = 1 << 30;
+const LINGER_MAX_MS: i64 = 600_000;
+const PEER_TIMEOUT_MS_RANGE: std::ops::RangeInclusive<i64> = 100..=86_400_000;
+
+impl Config {
+    pub fn from_source(src: &dyn ParamSource) -> Config {
+        let mut c = Config::default();
+        let spec = |name: &str| PARAMS.iter().find(|p| p.name == name).expect("listed");
+        if let Some(ParamValue::Str(s)) = src.get(spec(IFACE)) {
+            if !s.is_empty() {
+                c.iface = Some(s);
+            }
+        }
+        if let Some(ParamValue::Size(n)) = src.get(spec(EAGER_SIZE)) {
+            if n <= EAGER_MAX {
+                c.eager_size = n;
+            } else {
+                diag!(
+                    Warn,
+                    Core,
+                    "FI_DIWARP_EAGER_SIZE={n} exceeds {EAGER_MAX}; using {}",
+                    c.eager_size
+                );
+            }
+        }
+        if let Some(ParamValue::Int(ms)) = src.get(spec(LINGER_MS)) {
+            if (0..=LINGER_MAX_MS).contains(&ms) {
+                c.linger = Duration::from_millis(ms as u64);
+            } else {
+                diag!(
+                    Warn,
+                    Core,
+                    "FI_DIWARP_LINGER_MS={ms} is outside 0..={LINGER_MAX_MS}; using {:?}",
+                    c.linger
+                );
+            }
+        }
+        if let Some(ParamValue::Int(ms)) = src.get(spec(PEER_TIMEOUT_MS)) {
+            if PEER_TIMEOUT_MS_RANGE.contains(&ms) {
+                c.peer_timeout = Duration::from_millis(ms as u64);
+            } else {
+                diag!(
+                    Warn,
+                    Core,
+                    "FI_DIWARP_PEER_TIMEOUT_MS={ms} is outside {PEER_TIMEOUT_MS_RANGE:?}; using {:?}",
+                    c.peer_timeout
+                );
+            }
+        }
+        if let Some(ParamValue::Str(s)) = src.get(spec(MEM_REPORT)) {
+            if !s.is_empty() {
+                c.mem_report = Some(s);
+            }
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct Map(HashMap<&'static str, ParamValue>);
+
+    impl ParamSource for Map {
+        fn get(&self, spec: &ParamSpec) -> Option<ParamValue> {
+            self.0.get(spec.name).cloned()
+        }
+    }
+
+    #[test]
+    fn unset_gives_defaults() {
+        assert_eq!(Config::from_source(&Map(HashMap::new())), Config::default());
+    }
+
+    #[test]
+    fn values_are_taken_and_bad_ones_ignored() {
+        let c = Config::from_source(&Map(HashMap::from([
+            (IFACE, ParamValue::Str("lo".into())),
+            (EAGER_SIZE, ParamValue::Size(4096)),
+            (LINGER_MS, ParamValue::Int(-5)),
+            (PEER_TIMEOUT_MS, ParamValue::Int(5000)),
+            (MEM_REPORT, ParamValue::Str(String::new())),
+        ])));
+        assert_eq!(c.iface.as_deref(), Some("lo"));
+        assert_eq!(c.eager_size, 4096);
+        assert_eq!(c.linger, Config::default().linger);
+        assert_eq!(c.peer_timeout, Duration::from_secs(5));
+        assert_eq!(c.mem_report, None);
+    }
+
+    #[test]
+    fn names_are_unique_lower_case_identifiers() {
+        for (i, p) in PARAMS.iter().enumerate() {
+            assert!(p.name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+            assert!(!p.help.is_empty());
+            assert!(PARAMS[..i].iter().all(|q| q.name != p.name));
+        }
+    }
+}
