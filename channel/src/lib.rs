@@ -22,6 +22,7 @@ mod ffi;
 pub mod iface;
 pub mod info;
 pub mod log;
+pub mod matching;
 pub mod params;
 
 #[cfg(test)]
