@@ -487,8 +487,8 @@ fn queue_limits() {
 
 #[test]
 fn states_and_types() {
-    let err = QueuePair::create(QpType::Rd, QpConfig::default()).unwrap_err();
-    assert!(matches!(err, VerbsError::Unsupported(_)), "{err:?}");
+    let rd = QueuePair::create(QpType::Rd, QpConfig::default()).unwrap();
+    assert_eq!((rd.qp_type(), rd.state()), (QpType::Rd, QpState::Init));
 
     let mut ud = QueuePair::create(QpType::Ud, QpConfig::default()).unwrap();
     assert_eq!(ud.state(), QpState::Init);
@@ -571,4 +571,81 @@ fn queue_pairs_can_move_between_threads() {
     });
     let _a = t.join().unwrap();
     assert_eq!(wait_one(&mut b).data(), b"moved");
+}
+
+#[test]
+fn error_queue_catches_corrupted_datagrams_under_faults() {
+    let n = 400u32;
+    let faulty = QpConfig {
+        faults: Some(FaultConfig {
+            corrupt: 0.3,
+            corrupt_max: 3,
+            duplicate: 0.1,
+            seed: 11,
+            ..FaultConfig::default()
+        }),
+        socket_buffer: Some(4 << 20),
+        ..QpConfig::default()
+    };
+    let clean = QpConfig {
+        faults: Some(FaultConfig::default()),
+        socket_buffer: Some(4 << 20),
+        ..QpConfig::default()
+    };
+    let mut a = QueuePair::create(QpType::Ud, faulty).unwrap();
+    let mut b = QueuePair::create(QpType::Ud, clean).unwrap();
+    a.bind_udp(localhost()).unwrap();
+    b.bind_udp(localhost()).unwrap();
+    let to_b = ah_of(&b);
+    let message = |i: u32| [i.to_be_bytes().to_vec(), pattern(996, i as u8)].concat();
+    for i in 0..n {
+        send(&mut a, to_b, u64::from(i), &message(i));
+    }
+    let f = a.fault_stats().unwrap();
+    assert!(f.corrupted > 60 && f.duplicated > 20, "{f:?}");
+    assert_eq!(b.fault_stats(), Some(FaultStats::default()));
+    for i in 0..32 {
+        b.post_recv(RecvWr {
+            wr_id: i,
+            buf: vec![0; 1000],
+        })
+        .unwrap();
+    }
+    // Every datagram arrives (loopback, large buffers): intact, or caught by the CRC.
+    let (mut intact, mut errors) = (0u64, 0u64);
+    let start = Instant::now();
+    let mut out = Vec::new();
+    while intact + errors < u64::from(n) + f.duplicated {
+        out.clear();
+        b.poll_cq(&mut out, 8).unwrap();
+        for wc in out.drain(..) {
+            assert_eq!(wc.status, WcStatus::Success);
+            let i = u32::from_be_bytes(wc.data()[..4].try_into().unwrap());
+            assert!(
+                i < n && wc.data() == &message(i)[..],
+                "a corrupted datagram got through"
+            );
+            intact += 1;
+            b.post_recv(RecvWr {
+                wr_id: 0,
+                buf: wc.buf.unwrap(),
+            })
+            .unwrap();
+        }
+        while let Some(e) = b.poll_error() {
+            assert!(matches!(e.kind, UdErrorKind::BadCrc { .. }), "{e:?}");
+            assert_eq!(e.src, a.local_addr());
+            errors += 1;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{intact} intact, {errors} errors, {f:?}"
+        );
+    }
+    // A corrupted datagram that was also duplicated is caught twice.
+    assert!(
+        errors >= f.corrupted && errors <= 2 * f.corrupted,
+        "{errors} vs {f:?}"
+    );
+    assert_eq!(b.ud_error_count(), errors);
 }

@@ -12,10 +12,10 @@ use bytes::Bytes;
 use hashbrown::HashMap;
 
 use crate::config::{Config, ConfigError};
-use crate::header::Packet;
+use crate::header::{Packet, MAX_HEADER_LEN};
 use crate::reassembly::Sink;
 use crate::seq::MsgId;
-use crate::session::{DropReason, Event, SendError, Session, SessionIds, Transmit};
+use crate::session::{DropReason, Event, GatherTransmit, SendError, Session, SessionIds, Transmit};
 
 /// Session ids are chosen by this side, so they need no defence against crafted collisions; a
 /// multiplicative hash spreads them well enough and keeps iteration order deterministic.
@@ -258,6 +258,32 @@ impl Endpoint {
             };
             if let Some(t) = e.session.poll_transmit(now, buf) {
                 // Round robin: a busy session yields to the next one after each datagram.
+                self.tx_ready.pop_front();
+                self.tx_ready.push_back(id);
+                if let Some(t) = e.session.poll_timeout() {
+                    self.timers.push(Reverse((t, id)));
+                }
+                return Some((id, t));
+            }
+            e.tx_queued = false;
+            self.tx_ready.pop_front();
+        }
+        None
+    }
+
+    /// Like [`Endpoint::poll_transmit`], leaving the datagram in pieces for gather I/O (see
+    /// [`Session::poll_transmit_gather`]): the header in `header`, the payload shared.
+    pub fn poll_transmit_gather(
+        &mut self,
+        now: Instant,
+        header: &mut [u8; MAX_HEADER_LEN],
+    ) -> Option<(u32, GatherTransmit)> {
+        while let Some(&id) = self.tx_ready.front() {
+            let Some(e) = self.sessions.get_mut(&id) else {
+                self.tx_ready.pop_front();
+                continue;
+            };
+            if let Some(t) = e.session.poll_transmit_gather(now, header) {
                 self.tx_ready.pop_front();
                 self.tx_ready.push_back(id);
                 if let Some(t) = e.session.poll_timeout() {

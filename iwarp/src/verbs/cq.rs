@@ -1,6 +1,7 @@
 //! The receive queue and the completion queue of one queue pair, with the slot accounting that
-//! keeps both bounded: a send WR holds a slot until it is handed to the kernel (unsignaled) or its
-//! completion is polled; a receive WR holds one until its completion is polled. The completion
+//! keeps both bounded: a send WR holds a slot until it is handed to the kernel (UD, RC) or
+//! acknowledged (RD) when unsignaled, or until its completion is polled; a receive WR holds one
+//! until its completion is polled, also while an RD queue pair has it bound to a message. The completion
 //! queue therefore never holds more than `max_send_wr + max_recv_wr` entries and never grows.
 
 use std::collections::VecDeque;
@@ -16,6 +17,8 @@ pub(crate) struct WorkQueues {
     max_recv: usize,
     send_slots: usize,
     recv_cqes: usize,
+    /// Receives taken off `rq` and not yet completed (RD binds them to messages).
+    recv_held: usize,
 }
 
 impl WorkQueues {
@@ -27,6 +30,7 @@ impl WorkQueues {
             max_recv,
             send_slots: 0,
             recv_cqes: 0,
+            recv_held: 0,
         }
     }
 
@@ -71,7 +75,34 @@ impl WorkQueues {
     }
 
     pub(crate) fn recv_space(&self) -> bool {
-        self.rq.len() + self.recv_cqes < self.max_recv
+        self.rq.len() + self.recv_held + self.recv_cqes < self.max_recv
+    }
+
+    /// Takes the oldest posted receive for a message that will complete later.
+    pub(crate) fn take_recv(&mut self) -> Option<RecvWr> {
+        let wr = self.rq.pop_front()?;
+        self.recv_held += 1;
+        Some(wr)
+    }
+
+    /// Puts a receive taken with `take_recv` back at the head of the queue: it was posted
+    /// before everything still queued.
+    pub(crate) fn return_recv(&mut self, wr: RecvWr) {
+        self.recv_held -= 1;
+        self.rq.push_front(wr);
+    }
+
+    /// Completes a receive taken with `take_recv`.
+    pub(crate) fn complete_held(
+        &mut self,
+        wr: RecvWr,
+        status: WcStatus,
+        byte_len: usize,
+        src: Option<SocketAddr>,
+        solicited: bool,
+    ) {
+        self.recv_held -= 1;
+        self.complete_recv(wr, status, byte_len, src, solicited);
     }
 
     /// Completes a receive WR already taken off `rq`.

@@ -1,3 +1,5 @@
+use std::borrow::Cow;
+
 use super::{QpState, QpType};
 
 /// Why a verb failed. Failures of work already accepted are reported as completions instead.
@@ -11,7 +13,7 @@ pub enum VerbsError {
     #[error("{op} is not available on a {qp_type:?} queue pair")]
     WrongQpType { op: &'static str, qp_type: QpType },
     #[error("invalid argument: {0}")]
-    InvalidArgument(&'static str),
+    InvalidArgument(Cow<'static, str>),
     #[error("message of {len} bytes exceeds the maximum of {max}")]
     MessageTooLarge { len: usize, max: usize },
     #[error("work queue full")]

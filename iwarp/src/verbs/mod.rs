@@ -1,5 +1,7 @@
 //! A small verbs API of queue pairs: datagram-iWARP UD queue pairs over one UDP socket (seed 000
-//! §III) and standard iWARP RC queue pairs over TCP with the MPA start-up exchange (RFC 5044/6581).
+//! §III), RD queue pairs that make those datagrams reliable with the `reliability` engine
+//! (seed 000 §III-B), and standard iWARP RC queue pairs over TCP with the MPA start-up exchange
+//! (RFC 5044/6581). UD and RD sockets can inject seeded faults ([`FaultConfig`]).
 //!
 //! Everything is driven by the caller: [`QueuePair::post_send`] hands data to the kernel at once,
 //! [`QueuePair::poll_cq`] reads the socket without blocking and returns completions. No thread
@@ -23,10 +25,14 @@
 
 mod ah;
 mod cq;
+mod dgram;
 mod error;
+pub mod fault;
 mod io;
 mod qp;
 mod rc;
+mod rd;
+mod rng;
 mod startup;
 mod ud;
 
@@ -36,8 +42,11 @@ use std::time::Duration;
 
 pub use ah::AddressHandle;
 pub use error::VerbsError;
+pub use fault::{FaultConfig, FaultStats, FAULTS_ENV};
 pub use qp::QueuePair;
 pub use rc::RcSettings;
+pub use rd::{RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER};
+pub use reliability::{Config as RdConfig, RttStats, SessionIds, Stats as RdSessionStats};
 pub use ud::{ErrorEvent, UdErrorKind, UD_MAX_PAYLOAD};
 
 /// The service a queue pair provides.
@@ -47,7 +56,8 @@ pub enum QpType {
     Ud,
     /// Reliable connection: iWARP over MPA over TCP.
     Rc,
-    /// Reliable datagram: not available until the reliability engine exists.
+    /// Reliable datagram: UD's socket and framing under the `reliability` engine; messages of
+    /// any size, acknowledged, in order per peer (seed 000 §III-B).
     Rd,
 }
 
@@ -80,8 +90,16 @@ pub struct QpConfig {
     pub max_ulpdu: usize,
     /// RC only: bound on `connect`/`accept`, TCP connection and MPA exchange together.
     pub connect_timeout: Duration,
-    /// `SO_SNDBUF`/`SO_RCVBUF` to request for the socket; `None` keeps the kernel's default.
+    /// `SO_SNDBUF`/`SO_RCVBUF` to request for the socket; `None` keeps the kernel's default
+    /// (RD: asks for [`RD_SOCKET_BUFFER`]).
     pub socket_buffer: Option<usize>,
+    /// UD and RD: faults to inject into outgoing datagrams. `None` reads [`FAULTS_ENV`] at
+    /// creation; the queue pair's [`QueuePair::config`] shows what is in force.
+    pub faults: Option<FaultConfig>,
+    /// RD only: the reliability engine's parameters (window, timers, `idle_timeout`: how long
+    /// a silent peer may keep sends pending, handshake included). Its `checksum` is taken from
+    /// [`QpConfig::crc`].
+    pub rd: RdConfig,
 }
 
 /// The largest [`QpConfig::max_ulpdu`]: an MPA ULPDU is at most 65535 bytes, 18 of which are the
@@ -100,6 +118,8 @@ impl Default for QpConfig {
             max_ulpdu: RC_MAX_SEGMENT_PAYLOAD,
             connect_timeout: Duration::from_secs(10),
             socket_buffer: None,
+            faults: None,
+            rd: RdConfig::default(),
         }
     }
 }
@@ -114,15 +134,16 @@ pub enum SendOpcode {
 }
 
 /// A send work request. The data is only borrowed: it is handed to the kernel (or, if the kernel
-/// would block, copied) before `post_send` returns.
+/// would block, copied) before `post_send` returns; RD copies it to keep it until acknowledged.
 #[derive(Debug, Clone, Copy)]
 pub struct SendWr<'a> {
     /// Returned in the completion.
     pub wr_id: u64,
     pub opcode: SendOpcode,
-    /// The message; UD: at most [`QueuePair::ud_max_payload`] bytes, RC: below 4 GiB.
+    /// The message; UD: at most [`QueuePair::ud_max_payload`] bytes, RD: at most
+    /// [`RD_MAX_MESSAGE`], RC: below 4 GiB.
     pub data: &'a [u8],
-    /// Destination; required for UD, ignored for RC.
+    /// Destination; required for UD and RD, ignored for RC.
     pub ah: Option<AddressHandle>,
     /// Produce a completion on success (errors always complete).
     pub signaled: bool,
@@ -166,7 +187,7 @@ pub struct WorkCompletion {
     /// bytes are `buf[..byte_len]`; with `LocalLengthError` the length of the message that did
     /// not fit; on flush 0, on a transport error the bytes placed so far).
     pub byte_len: usize,
-    /// UD receive: the sender's address.
+    /// UD and RD receive: the sender's address.
     pub src: Option<SocketAddr>,
     /// Receive: the message was a Send with Solicited Event.
     pub solicited: bool,

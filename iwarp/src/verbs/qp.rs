@@ -1,4 +1,4 @@
-//! The queue pair: state machine, work queue checks, and dispatch to the UD or RC path.
+//! The queue pair: state machine, work queue checks, and dispatch to the UD, RD or RC path.
 
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
@@ -9,12 +9,14 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::cq::WorkQueues;
+use super::fault::{FaultConfig, FaultStats};
 use super::rc::{RcPath, RcSettings};
+use super::rd::{RdPath, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER};
 use super::startup::{self, Established};
 use super::ud::{ErrorEvent, UdPath};
 use super::{
-    QpConfig, QpState, QpType, RecvWr, SendWr, VerbsError, WcStatus, WorkCompletion,
-    RC_MAX_SEGMENT_PAYLOAD, UD_MAX_PAYLOAD,
+    AddressHandle, QpConfig, QpState, QpType, RdSessionStats, RecvWr, RttStats, SendWr, SessionIds,
+    VerbsError, WcStatus, WorkCompletion, RC_MAX_SEGMENT_PAYLOAD, UD_MAX_PAYLOAD,
 };
 use crate::wire::datagram::MAX_QPN;
 
@@ -33,6 +35,7 @@ fn next_qpn() -> u32 {
 enum Path {
     Unbound,
     Ud(UdPath),
+    Rd(Box<RdPath>),
     Rc(Box<RcPath>),
 }
 
@@ -63,24 +66,39 @@ impl std::fmt::Debug for QueuePair {
 
 impl QueuePair {
     /// Creates a queue pair in [`QpState::Init`] with a process-unique QP number.
-    pub fn create(qp_type: QpType, config: QpConfig) -> Result<QueuePair, VerbsError> {
-        if qp_type == QpType::Rd {
-            return Err(VerbsError::Unsupported(
-                "RD queue pairs come with the reliability engine",
-            ));
-        }
+    ///
+    /// UD and RD: without `config.faults`, the fault layer is configured from
+    /// [`FAULTS_ENV`](super::FAULTS_ENV) if it is set; a bad value is an `InvalidArgument`
+    /// naming the key.
+    pub fn create(qp_type: QpType, mut config: QpConfig) -> Result<QueuePair, VerbsError> {
         if config.max_send_wr == 0 || config.max_recv_wr == 0 {
             return Err(VerbsError::InvalidArgument(
-                "max_send_wr and max_recv_wr must be > 0",
+                "max_send_wr and max_recv_wr must be > 0".into(),
             ));
         }
         if config.max_ulpdu == 0 || config.max_ulpdu > RC_MAX_SEGMENT_PAYLOAD {
             return Err(VerbsError::InvalidArgument(
-                "max_ulpdu must be in 1..=RC_MAX_SEGMENT_PAYLOAD",
+                "max_ulpdu must be in 1..=RC_MAX_SEGMENT_PAYLOAD".into(),
             ));
         }
         if !(1..=2).contains(&config.mpa_revision) {
-            return Err(VerbsError::InvalidArgument("mpa_revision must be 1 or 2"));
+            return Err(VerbsError::InvalidArgument(
+                "mpa_revision must be 1 or 2".into(),
+            ));
+        }
+        if qp_type != QpType::Rc {
+            if config.faults.is_none() {
+                config.faults = FaultConfig::from_env()?;
+            }
+            if let Some(f) = &config.faults {
+                f.validate()?;
+            }
+        }
+        if qp_type == QpType::Rd {
+            config
+                .rd
+                .validate()
+                .map_err(|e| VerbsError::InvalidArgument(e.to_string().into()))?;
         }
         Ok(QueuePair {
             qpn: next_qpn(),
@@ -103,7 +121,7 @@ impl QueuePair {
         self.state
     }
 
-    /// UD or RC.
+    /// UD, RD or RC.
     pub fn qp_type(&self) -> QpType {
         self.qp_type
     }
@@ -134,28 +152,43 @@ impl QueuePair {
         Ok(())
     }
 
-    /// UD: binds a new UDP socket to `addr` and moves to RTS. Returns the bound address.
+    fn require_datagram(&self, op: &'static str) -> Result<(), VerbsError> {
+        match self.qp_type {
+            QpType::Ud => self.require(op, QpType::Ud, QpState::Init),
+            _ => self.require(op, QpType::Rd, QpState::Init),
+        }
+    }
+
+    /// UD, RD: binds a new UDP socket to `addr` and moves to RTS. Returns the bound address.
     pub fn bind_udp(&mut self, addr: SocketAddr) -> Result<SocketAddr, VerbsError> {
-        self.require("bind_udp", QpType::Ud, QpState::Init)?;
+        self.require_datagram("bind_udp")?;
         let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
         socket.bind(&addr.into())?;
         self.attach_udp(socket.into())
     }
 
-    /// UD: takes over an existing UDP socket (seed 000 §III-A: a pre-established datagram
+    /// UD, RD: takes over an existing UDP socket (seed 000 §III-A: a pre-established datagram
     /// socket moves the QP to RTS). It is made non-blocking.
     pub fn attach_udp(&mut self, socket: UdpSocket) -> Result<SocketAddr, VerbsError> {
-        self.require("attach_udp", QpType::Ud, QpState::Init)?;
+        self.require_datagram("attach_udp")?;
         self.size_buffers(SockRef::from(&socket))?;
-        let path = UdPath::new(socket, self.config.crc)?;
-        let local = path.local_addr();
-        self.path = Path::Ud(path);
+        let (path, local) = if self.qp_type == QpType::Rd {
+            let rd = RdPath::new(socket, &self.config, self.qpn)?;
+            let local = rd.local_addr();
+            (Path::Rd(Box::new(rd)), local)
+        } else {
+            let ud = UdPath::new(socket, self.config.crc, self.config.faults.as_ref())?;
+            let local = ud.local_addr();
+            (Path::Ud(ud), local)
+        };
+        self.path = path;
         self.state = QpState::Rts;
         Ok(local)
     }
 
     fn size_buffers(&self, socket: SockRef<'_>) -> Result<(), VerbsError> {
-        if let Some(size) = self.config.socket_buffer {
+        let default = (self.qp_type == QpType::Rd).then_some(RD_SOCKET_BUFFER);
+        if let Some(size) = self.config.socket_buffer.or(default) {
             socket.set_send_buffer_size(size)?;
             socket.set_recv_buffer_size(size)?;
         }
@@ -272,6 +305,7 @@ impl QueuePair {
         match &self.path {
             Path::Unbound => None,
             Path::Ud(ud) => Some(ud.local_addr()),
+            Path::Rd(rd) => Some(rd.local_addr()),
             Path::Rc(rc) => Some(rc.local_addr()),
         }
     }
@@ -297,19 +331,32 @@ impl QueuePair {
         UD_MAX_PAYLOAD
     }
 
+    /// Largest message one send may carry: UD one datagram's payload, RD
+    /// [`RD_MAX_MESSAGE`], RC just below 4 GiB.
+    pub fn max_message(&self) -> usize {
+        match self.qp_type {
+            QpType::Ud => UD_MAX_PAYLOAD,
+            QpType::Rd => RD_MAX_MESSAGE,
+            QpType::Rc => u32::MAX as usize,
+        }
+    }
+
     /// Send slots free (see [`QpConfig::max_send_wr`]).
     pub fn send_queue_space(&self) -> usize {
         self.queues.send_slots_free()
     }
 
     /// Posts a send. UD: one datagram, handed to the kernel now (copied only if the kernel
-    /// would block); completes as soon as the kernel has it. RC: the message's FPDUs are
+    /// would block); completes as soon as the kernel has it. RD: the message is copied, sent
+    /// as far as the window allows (the rest from [`QueuePair::poll_cq`]; a session handshake
+    /// first with a new peer), and completes when the peer has acknowledged all of it; a peer
+    /// silent for `rd.idle_timeout` fails it with `TransportError`. RC: the message's FPDUs are
     /// handed to the kernel now as far as it takes them; the rest is copied and written from
     /// [`QueuePair::poll_cq`]; completes when the last byte is in the kernel.
     ///
     /// Refused (nothing posted) with `InvalidState` outside RTS, `QueueFull`,
-    /// `MessageTooLarge`, `MissingAddressHandle` (UD), or an I/O error the UD socket reported at
-    /// once. A broken RC connection is reported through completions and the Error state.
+    /// `MessageTooLarge`, `MissingAddressHandle` (UD, RD), or an I/O error the UD socket
+    /// reported at once. A broken RC connection is reported through completions and the Error state.
     pub fn post_send(&mut self, wr: SendWr<'_>) -> Result<(), VerbsError> {
         if self.state != QpState::Rts {
             return Err(VerbsError::InvalidState {
@@ -319,6 +366,7 @@ impl QueuePair {
         }
         match &mut self.path {
             Path::Ud(ud) => ud.post_send(&mut self.queues, &wr),
+            Path::Rd(rd) => rd.post_send(&mut self.queues, &wr),
             Path::Rc(rc) => {
                 let r = rc.post_send(&mut self.queues, &wr);
                 self.check_rc();
@@ -372,6 +420,12 @@ impl QueuePair {
                         self.enter_error(Some(e));
                     }
                 }
+                Path::Rd(rd) => {
+                    if let Err(e) = rd.progress(&mut self.queues) {
+                        rd.flush(&mut self.queues);
+                        self.enter_error(Some(e));
+                    }
+                }
                 Path::Rc(rc) => {
                     rc.progress(&mut self.queues);
                     self.check_rc();
@@ -380,6 +434,78 @@ impl QueuePair {
             }
         }
         Ok(self.queues.pop_into(out, max))
+    }
+
+    /// When [`QueuePair::poll_cq`] next has timed work to do (RD: an ACK, a retransmission,
+    /// a handshake resend or a peer failure; UD and RD: a datagram the fault layer holds).
+    /// A progress thread can sleep until then. `None`: nothing is timed.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match &self.path {
+            Path::Rd(rd) if self.state == QpState::Rts => rd.next_deadline(),
+            Path::Ud(ud) => ud.next_fault_release(),
+            _ => None,
+        }
+    }
+
+    /// UD, RD: what the fault layer did, if it is on.
+    pub fn fault_stats(&self) -> Option<FaultStats> {
+        match &self.path {
+            Path::Ud(ud) => ud.fault_stats(),
+            Path::Rd(rd) => rd.fault_stats(),
+            _ => None,
+        }
+    }
+
+    /// RD: counters of the reliability engine (summed over all sessions) and of the queue
+    /// pair.
+    pub fn rd_stats(&self) -> Option<RdStats> {
+        match &self.path {
+            Path::Rd(rd) => Some(rd.stats()),
+            _ => None,
+        }
+    }
+
+    /// RD: the engine's counters and RTT estimate for the session with the peer at `addr`.
+    pub fn rd_peer_stats(&self, addr: SocketAddr) -> Option<(RdSessionStats, RttStats)> {
+        match &self.path {
+            Path::Rd(rd) => rd.peer_stats(addr),
+            _ => None,
+        }
+    }
+
+    /// RD: the session ids in use with the peer at `addr`, once agreed.
+    pub fn rd_peer_ids(&self, addr: SocketAddr) -> Option<SessionIds> {
+        match &self.path {
+            Path::Rd(rd) => rd.peer_ids(addr),
+            _ => None,
+        }
+    }
+
+    /// RD: uses `ids` with the queue pair at `ah` without a handshake, as when the ids came
+    /// with an address exchange (the peer must be given [`SessionIds::mirrored`]). Replaces
+    /// any session with that peer: its unacknowledged sends fail with `TransportError`.
+    pub fn rd_set_peer(&mut self, ah: AddressHandle, ids: SessionIds) -> Result<(), VerbsError> {
+        if self.state != QpState::Rts {
+            return Err(VerbsError::InvalidState {
+                op: "rd_set_peer",
+                state: self.state,
+            });
+        }
+        match &mut self.path {
+            Path::Rd(rd) => rd.set_peer(&mut self.queues, ah, ids),
+            _ => Err(VerbsError::WrongQpType {
+                op: "rd_set_peer",
+                qp_type: self.qp_type,
+            }),
+        }
+    }
+
+    /// RD: receives bound to messages whose datagrams are still arriving.
+    pub fn rd_bound_receives(&self) -> usize {
+        match &self.path {
+            Path::Rd(rd) => rd.bound_receives(),
+            _ => 0,
+        }
     }
 
     /// UD: the oldest entry of the error queue: a datagram that was dropped, and why.
@@ -406,6 +532,7 @@ impl QueuePair {
         match &self.path {
             Path::Unbound => 0,
             Path::Ud(ud) => ud.memory_bytes(),
+            Path::Rd(rd) => rd.memory_bytes(),
             Path::Rc(rc) => rc.memory_bytes(),
         }
     }
@@ -418,6 +545,7 @@ impl QueuePair {
         }
         match &mut self.path {
             Path::Ud(ud) => ud.flush_sends(&mut self.queues),
+            Path::Rd(rd) => rd.flush(&mut self.queues),
             Path::Rc(rc) => rc.fail(&mut self.queues, None),
             Path::Unbound => {}
         }

@@ -15,12 +15,14 @@
 use std::collections::VecDeque;
 use std::io::{IoSlice, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::time::Instant;
 
 use nix::errno::Errno;
 use nix::sys::socket::SockaddrStorage;
 
 use super::cq::WorkQueues;
+use super::dgram::DatagramSocket;
+use super::fault::{FaultConfig, FaultStats};
 use super::io::{self, Scattered};
 use super::{SendOpcode, SendWr, VerbsError, WcStatus};
 use crate::crc;
@@ -79,7 +81,7 @@ struct Pending {
 }
 
 pub(crate) struct UdPath {
-    socket: UdpSocket,
+    sock: DatagramSocket,
     local: SocketAddr,
     crc: bool,
     next_msn: u32,
@@ -91,11 +93,15 @@ pub(crate) struct UdPath {
 }
 
 impl UdPath {
-    pub(crate) fn new(socket: UdpSocket, crc: bool) -> Result<Self, VerbsError> {
-        socket.set_nonblocking(true)?;
-        let local = socket.local_addr()?;
+    pub(crate) fn new(
+        socket: UdpSocket,
+        crc: bool,
+        faults: Option<&FaultConfig>,
+    ) -> Result<Self, VerbsError> {
+        let sock = DatagramSocket::new(socket, faults)?;
+        let local = sock.socket().local_addr()?;
         Ok(UdPath {
-            socket,
+            sock,
             local,
             crc,
             next_msn: 1,
@@ -115,9 +121,19 @@ impl UdPath {
         self.errors.pop_front()
     }
 
-    /// Bytes of buffer storage held (scatter tail and send backlog).
+    pub(crate) fn fault_stats(&self) -> Option<FaultStats> {
+        self.sock.fault_stats()
+    }
+
+    pub(crate) fn next_fault_release(&self) -> Option<Instant> {
+        self.sock.next_fault_release()
+    }
+
+    /// Bytes of buffer storage held (scatter tail, send backlog, datagrams the fault layer
+    /// holds).
     pub(crate) fn memory_bytes(&self) -> usize {
         self.tail.len()
+            + self.sock.held_bytes()
             + self
                 .backlog
                 .iter()
@@ -137,7 +153,7 @@ impl UdPath {
         let ah = wr.ah.ok_or(VerbsError::MissingAddressHandle)?;
         if ah.qpn > MAX_QPN {
             return Err(VerbsError::InvalidArgument(
-                "address handle QPN above 2^30 - 1",
+                "address handle QPN above 2^30 - 1".into(),
             ));
         }
         if wr.data.len() > UD_MAX_PAYLOAD {
@@ -171,7 +187,7 @@ impl UdPath {
                 IoSlice::new(wr.data),
                 IoSlice::new(&trailer),
             ];
-            match io::send_gather(self.socket.as_raw_fd(), &iov, Some(&dst)) {
+            match self.sock.send(&iov, &dst) {
                 Ok(_) => {
                     q.send_done(wr.wr_id, wr.data.len(), wr.signaled);
                     return Ok(());
@@ -197,7 +213,7 @@ impl UdPath {
     fn flush_backlog(&mut self, q: &mut WorkQueues) {
         while let Some(p) = self.backlog.front() {
             let iov = [IoSlice::new(&p.datagram)];
-            match io::send_gather(self.socket.as_raw_fd(), &iov, Some(&p.dst)) {
+            match self.sock.send(&iov, &p.dst) {
                 Ok(_) => q.send_done(p.wr_id, p.len, p.signaled),
                 Err(Errno::EAGAIN | Errno::ENOBUFS) => return,
                 // A datagram the network refuses is lost like any other UD datagram; its WR
@@ -219,10 +235,13 @@ impl UdPath {
     /// receive is posted, or the error budget is spent. Stopping after one completion saves the
     /// `recvmsg` that would only say "empty" on the latency-critical path.
     pub(crate) fn progress(&mut self, q: &mut WorkQueues, qpn: u32) -> Result<(), VerbsError> {
+        if self.sock.faulty() {
+            self.sock.release_faults(Instant::now());
+        }
         if !self.backlog.is_empty() {
             self.flush_backlog(q);
         }
-        let fd = self.socket.as_raw_fd();
+        let fd = self.sock.fd();
         for _ in 0..ERROR_BUDGET {
             let Some(wr) = q.rq.front_mut() else {
                 return Ok(());

@@ -6,6 +6,8 @@ use clap::{Parser, ValueEnum};
 pub enum Kind {
     /// Datagram-iWARP unreliable datagram QP over UDP.
     Ud,
+    /// Datagram-iWARP reliable datagram QP: UD's socket under the reliability engine.
+    Rd,
     /// iWARP reliable connection QP over TCP (MPA framing).
     Rc,
     /// Plain UDP socket, no iWARP framing: the datagram floor.
@@ -15,11 +17,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::RawUdp, Kind::Ud, Kind::RawTcp, Kind::Rc];
+    pub const ALL: [Kind; 5] = [Kind::RawUdp, Kind::Ud, Kind::Rd, Kind::RawTcp, Kind::Rc];
 
     pub fn name(self) -> &'static str {
         match self {
             Kind::Ud => "ud",
+            Kind::Rd => "rd",
             Kind::Rc => "rc",
             Kind::RawUdp => "raw-udp",
             Kind::RawTcp => "raw-tcp",

@@ -9,6 +9,19 @@ pub trait Link {
     fn send(&mut self, data: &[u8]) -> Result<()>;
     /// Receives one message of `len` bytes; with `expect`, checks every byte against it.
     fn recv(&mut self, len: usize, expect: Option<&[u8]>) -> Result<()>;
+    /// Drives the link until every send has left (RD: is acknowledged), so the peer is not
+    /// left waiting for bytes while this side sits in a control barrier.
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Makes progress without waiting for anything (sends ACKs, retransmits).
+    fn poll(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Transport counters worth printing after a run, if the link has any.
+    fn counters(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A deadline for busy-polling loops, read from the clock only every few thousand spins.

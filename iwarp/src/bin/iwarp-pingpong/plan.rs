@@ -51,7 +51,10 @@ pub fn run_responder(args: &Args) -> Result<()> {
         for &size in &args.sizes {
             respond_size(args, kind, link.as_mut(), size, &mut control)?;
         }
-        control.barrier("kind-done")?;
+        sync(link.as_mut(), &mut control, "kind-done")?;
+        if let Some(c) = link.counters() {
+            eprintln!("{:>8} responder: {c}", kind.name());
+        }
     }
     Ok(())
 }
@@ -71,8 +74,13 @@ fn measure_all(args: &Args, control: &mut Control) -> Result<Report> {
     for kind in args.kinds() {
         let mut link = setup(kind, Role::Initiator, args, control)?;
         for &size in &args.sizes {
-            let row = measure_size(args, kind, link.as_mut(), size, control)
-                .map_err(|e| format!("{} at {size} B: {e}", kind.name()))?;
+            let row = measure_size(args, kind, link.as_mut(), size, control).map_err(|e| {
+                let counters = link
+                    .counters()
+                    .map(|c| format!(" [{c}]"))
+                    .unwrap_or_default();
+                format!("{} at {size} B: {e}{counters}", kind.name())
+            })?;
             eprintln!(
                 "{:>8} {:>9} B  {:>9.2} us  {:>9.1} MB/s",
                 kind.name(),
@@ -82,7 +90,10 @@ fn measure_all(args: &Args, control: &mut Control) -> Result<Report> {
             );
             report.rows.push(row);
         }
-        control.barrier("kind-done")?;
+        sync(link.as_mut(), control, "kind-done")?;
+        if let Some(c) = link.counters() {
+            eprintln!("{:>8} initiator: {c}", kind.name());
+        }
     }
     Ok(report)
 }
@@ -93,7 +104,8 @@ fn window_for(args: &Args, kind: Kind, size: usize) -> usize {
             let datagrams = size.div_ceil(UDP_CHUNK).max(1);
             (UDP_WINDOW_DATAGRAMS / datagrams).clamp(1, args.window)
         }
-        Kind::Rc | Kind::RawTcp => args.window,
+        // RD carries any size whole and its own flow control keeps the socket from overflowing.
+        Kind::Rd | Kind::Rc | Kind::RawTcp => args.window,
     }
 }
 
@@ -113,18 +125,18 @@ fn measure_size(
     let iters = args.iters_for(size);
     let window = window_for(args, kind, size);
     let windows = (iters / window).max(2);
-    control.barrier("warmup")?;
+    sync(link, control, "warmup")?;
     ping(args, link, size, args.warmup.min(iters), &fixed)?;
     let mut row = Row::new(kind, size);
     for _ in 0..args.runs {
-        control.barrier("pingpong")?;
+        sync(link, control, "pingpong")?;
         let start = Instant::now();
         ping(args, link, size, iters, &fixed)?;
         row.latency
             .push(start.elapsed().as_secs_f64() / (2 * iters) as f64);
     }
     for _ in 0..args.runs {
-        control.barrier("stream")?;
+        sync(link, control, "stream")?;
         let start = Instant::now();
         for w in 0..windows {
             for j in 0..window {
@@ -150,14 +162,14 @@ fn respond_size(
     let iters = args.iters_for(size);
     let window = window_for(args, kind, size);
     let windows = (iters / window).max(2);
-    control.barrier("warmup")?;
+    sync(link, control, "warmup")?;
     pong(args, link, size, args.warmup.min(iters), &fixed)?;
     for _ in 0..args.runs {
-        control.barrier("pingpong")?;
+        sync(link, control, "pingpong")?;
         pong(args, link, size, iters, &fixed)?;
     }
     for _ in 0..args.runs {
-        control.barrier("stream")?;
+        sync(link, control, "stream")?;
         for w in 0..windows {
             for j in 0..window {
                 let msg = message(args, size, (w * window + j) as u64);
@@ -167,6 +179,14 @@ fn respond_size(
         }
     }
     Ok(())
+}
+
+/// A control barrier, once this side's sends are all out, polling the link until the peer
+/// arrives: queue pairs that send from `poll_cq` (RC's backlog, RD's window and ACKs) would
+/// otherwise stall the peer.
+fn sync(link: &mut dyn Link, control: &mut Control, name: &str) -> Result<()> {
+    link.flush()?;
+    control.barrier_while(name, || link.poll())
 }
 
 /// Initiator half of the ping-pong: send, then wait for the echo.
@@ -212,8 +232,13 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
                 Ok(Box::new(RawTcp::new(TcpStream::connect(addr)?, timeout)?))
             }
         },
-        Kind::Ud => {
-            let mut qp = QueuePair::create(QpType::Ud, qp_config(args))?;
+        Kind::Ud | Kind::Rd => {
+            let qp_type = if kind == Kind::Ud {
+                QpType::Ud
+            } else {
+                QpType::Rd
+            };
+            let mut qp = QueuePair::create(qp_type, qp_config(args))?;
             let local = qp.attach_udp(udp_socket()?)?;
             control.send(&format!("{local} {}", qp.qpn()))?;
             let line = control.recv()?;
@@ -222,7 +247,13 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
                 addr: addr.parse()?,
                 qpn: qpn.parse()?,
             };
-            Ok(Box::new(VerbsLink::ud(qp, ah, timeout)?))
+            if kind == Kind::Ud {
+                return Ok(Box::new(VerbsLink::ud(qp, ah, timeout)?));
+            }
+            // Every message of a window has its receive posted, sized for the largest message.
+            let largest = args.sizes.iter().copied().max().unwrap_or(1);
+            let depth = args.window.max(1) + 1;
+            Ok(Box::new(VerbsLink::rd(qp, ah, timeout, largest, depth)?))
         }
         Kind::Rc => {
             let mut qp = QueuePair::create(QpType::Rc, qp_config(args))?;

@@ -1,4 +1,5 @@
-//! Links over iWARP queue pairs: UD (datagrams, split into chunks like seed 000's benchmark) and RC.
+//! Links over iWARP queue pairs: UD (datagrams, split into chunks like seed 000's benchmark), RD
+//! (whole messages of any size) and RC.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -37,6 +38,24 @@ impl VerbsLink {
         Ok(Self::new(qp, Some(ah), chunk, timeout))
     }
 
+    /// RD: whole messages; `depth` receives of `largest` bytes stay posted (their pages are
+    /// only touched as far as messages reach).
+    pub fn rd(
+        mut qp: QueuePair,
+        ah: AddressHandle,
+        timeout: Duration,
+        largest: usize,
+        depth: usize,
+    ) -> Result<Self> {
+        for i in 0..depth {
+            qp.post_recv(RecvWr {
+                wr_id: i as u64,
+                buf: vec![0; largest],
+            })?;
+        }
+        Ok(Self::new(qp, Some(ah), usize::MAX, timeout))
+    }
+
     pub fn rc(qp: QueuePair, timeout: Duration) -> Self {
         Self::new(qp, None, usize::MAX, timeout)
     }
@@ -53,6 +72,7 @@ impl VerbsLink {
         }
     }
 
+    /// UD and RD keep receives posted; RC posts one per message.
     fn is_ud(&self) -> bool {
         self.ah.is_some()
     }
@@ -147,5 +167,53 @@ impl Link for VerbsLink {
                 };
             }
         }
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let all = self.qp.config().max_send_wr;
+        let mut deadline = Deadline::new(self.timeout, "sends to complete");
+        while self.qp.send_queue_space() < all {
+            self.completions.clear();
+            self.qp.poll_cq(&mut self.completions, 64)?;
+            self.keep_receives();
+            deadline.check()?;
+        }
+        Ok(())
+    }
+
+    fn poll(&mut self) -> Result<()> {
+        self.completions.clear();
+        self.qp.poll_cq(&mut self.completions, 64)?;
+        self.keep_receives();
+        Ok(())
+    }
+
+    fn counters(&self) -> Option<String> {
+        let s = self.qp.rd_stats()?;
+        let mut line = format!(
+            "datagrams sent {} received {}, retransmits {} (spurious {}, timeouts {}), \
+             duplicates {}, out-of-order {}, dropped {} (crc {}), acks {}, srtt {:?}, \
+             parked {}, refused {}",
+            s.datagrams_sent,
+            s.datagrams_received,
+            s.retransmits,
+            s.spurious_retransmits,
+            s.timeouts,
+            s.duplicates,
+            s.out_of_order,
+            s.dropped,
+            s.dropped_checksum,
+            s.acks_sent,
+            s.srtt.unwrap_or_default(),
+            s.parked,
+            s.refused,
+        );
+        if let Some(f) = self.qp.fault_stats() {
+            line += &format!(
+                "; faults: dropped {} duplicated {} reordered {} delayed {} corrupted {}",
+                f.dropped, f.duplicated, f.reordered, f.delayed, f.corrupted
+            );
+        }
+        Some(line)
     }
 }

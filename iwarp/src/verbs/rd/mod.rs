@@ -1,0 +1,598 @@
+//! RD queue pairs: reliable datagrams (seed 000 §III-B) over the UD socket, with the
+//! `reliability` engine as the LLP beneath DDP.
+//!
+//! One UDP socket per queue pair and one engine session per peer. A send is one message of any
+//! size: it gets an untagged DDP/RDMAP Send header, the engine segments it, and it completes
+//! when the peer has acknowledged every byte. Segments are placed straight into the posted
+//! receive bound to their message, in whatever order they arrive; messages complete in order
+//! per peer. Peers agree on session ids with a small handshake ([`hello`]) unless the caller
+//! pre-seeds them.
+//!
+//! Everything runs inside `post_send` and `poll_cq`: the clock is read once per call, engine
+//! timers run when due, and [`RdPath::next_deadline`] tells a timer thread when to poll.
+
+mod hello;
+mod peers;
+mod pool;
+mod ring;
+mod rx;
+mod stats;
+mod tx;
+
+use std::collections::{HashMap, VecDeque};
+use std::io::IoSlice;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Instant;
+
+use nix::errno::Errno;
+use reliability::header::{Packet, MAX_HEADER_LEN};
+use reliability::{Config as RdConfig, Endpoint, Event, SendError, SessionIds};
+use socket2::SockRef;
+
+use super::cq::WorkQueues;
+use super::dgram::DatagramSocket;
+use super::fault::FaultStats;
+use super::rng::SplitMix64;
+use super::{QpConfig, SendOpcode, SendWr, VerbsError, WcStatus};
+use crate::wire::datagram::{self, MAX_QPN};
+use crate::wire::rdmap::{Opcode, SegmentRepr};
+use peers::{Inflight, OutMsg, Peer};
+use pool::BufPool;
+use ring::{RecvRing, RX_BATCH};
+use rx::{Gate, RxSink, Stash, DDP_HEADER};
+pub use stats::RdStats;
+use tx::{TxItem, TxQueue, TX_BATCH};
+
+/// Largest RD message: the engine carries up to `u32::MAX` bytes, header included.
+pub const RD_MAX_MESSAGE: usize = u32::MAX as usize - DDP_HEADER;
+
+/// `SO_RCVBUF`/`SO_SNDBUF` an RD socket asks for unless the configuration says otherwise.
+pub const RD_SOCKET_BUFFER: usize = 4 << 20;
+
+/// Datagrams set aside for lack of receives; more such datagrams are refused unacknowledged
+/// (the sender keeps them and retransmits). The socket is never left unread: a datagram that
+/// completes a message already bound must always get through, or the receives it holds would
+/// never come free.
+const PARK_MAX: usize = 32;
+
+/// `recvmmsg` batches per poll, so one poll cannot starve the caller.
+const RX_ROUNDS: usize = 4;
+
+/// A datagram set aside until receives are posted.
+struct Parked {
+    buf: Vec<u8>,
+    len: usize,
+    src: Option<SocketAddr>,
+    session: u32,
+    seq: u32,
+}
+
+pub(crate) struct RdPath {
+    sock: DatagramSocket,
+    local: SocketAddr,
+    qpn: u32,
+    config: RdConfig,
+    endpoint: Endpoint,
+    /// This incarnation, in every session it opens by handshake.
+    epoch: u32,
+    rng: SplitMix64,
+    peers: HashMap<SocketAddr, Peer>,
+    /// Local session id → peer, for every peer (handshaking ones too: their id is taken).
+    by_id: HashMap<u32, SocketAddr>,
+    /// Peers waiting for a HELLO-ACK.
+    handshaking: Vec<SocketAddr>,
+    /// Peers with sends waiting that may go now.
+    retry: Vec<SocketAddr>,
+    /// Taken out while its datagrams are handled (boxed: a move is a pointer).
+    ring: Option<Box<RecvRing>>,
+    parked: VecDeque<Parked>,
+    stash: Stash,
+    tx: TxQueue,
+    pool: BufPool,
+    next_msn: u32,
+    /// The queue pair's own counters, plus those of closed sessions.
+    stats: RdStats,
+}
+
+impl RdPath {
+    pub(crate) fn new(
+        socket: UdpSocket,
+        config: &QpConfig,
+        qpn: u32,
+    ) -> Result<RdPath, VerbsError> {
+        let mut rd = config.rd.clone();
+        rd.checksum = config.crc;
+        let mut endpoint = Endpoint::new(rd.clone())
+            .map_err(|e| VerbsError::InvalidArgument(e.to_string().into()))?;
+        // Linux reports twice the size asked for (its bookkeeping share included); a full
+        // datagram can cost about its size again in that bookkeeping. The budget keeps all
+        // peers together from sending more than the socket holds while we do not read.
+        let granted = SockRef::from(&socket).recv_buffer_size()?;
+        let budget = (granted / (2 * rd.max_datagram_size)).max(1);
+        endpoint.set_recv_budget(u32::try_from(budget).unwrap_or(u32::MAX));
+        let sock = DatagramSocket::new(socket, config.faults.as_ref())?;
+        let local = sock.socket().local_addr()?;
+        let mut rng = SplitMix64::from_entropy(u64::from(qpn) ^ (u64::from(local.port()) << 32));
+        let epoch = loop {
+            let e = rng.next_u32();
+            if e != 0 {
+                break e;
+            }
+        };
+        Ok(RdPath {
+            sock,
+            local,
+            qpn,
+            config: rd,
+            endpoint,
+            epoch,
+            rng,
+            peers: HashMap::new(),
+            by_id: HashMap::new(),
+            handshaking: Vec::new(),
+            retry: Vec::new(),
+            ring: Some(Box::new(RecvRing::new())),
+            parked: VecDeque::new(),
+            stash: Stash::default(),
+            tx: TxQueue::default(),
+            pool: BufPool::default(),
+            next_msn: 1,
+            stats: RdStats::default(),
+        })
+    }
+
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Queues one message for `wr.ah`. It leaves at once as far as the window allows; the
+    /// rest goes from `poll_cq`.
+    pub(crate) fn post_send(
+        &mut self,
+        q: &mut WorkQueues,
+        wr: &SendWr<'_>,
+    ) -> Result<(), VerbsError> {
+        let ah = wr.ah.ok_or(VerbsError::MissingAddressHandle)?;
+        if ah.qpn > MAX_QPN {
+            return Err(VerbsError::InvalidArgument(
+                "address handle QPN above 2^30 - 1".into(),
+            ));
+        }
+        if wr.data.len() > RD_MAX_MESSAGE {
+            return Err(VerbsError::MessageTooLarge {
+                len: wr.data.len(),
+                max: RD_MAX_MESSAGE,
+            });
+        }
+        q.reserve_send()?;
+        let opcode = match wr.opcode {
+            SendOpcode::Send => Opcode::Send,
+            SendOpcode::SendSolicited => Opcode::SendSolicited,
+        };
+        let qn = datagram::qn_for(ah.qpn, opcode.queue());
+        let seg = SegmentRepr::untagged(opcode, true, qn, self.next_msn, 0);
+        // The caller's data is only borrowed and must outlive the acknowledgement: one copy,
+        // header in front.
+        let mut msg = self.pool.take(DDP_HEADER + wr.data.len());
+        msg.resize(DDP_HEADER, 0);
+        if let Err(e) = seg.emit(&mut msg) {
+            q.unreserve_send();
+            return Err(e.into());
+        }
+        msg.extend_from_slice(wr.data);
+        self.next_msn = self.next_msn.wrapping_add(1);
+        let now = Instant::now();
+        let out = OutMsg {
+            wr_id: wr.wr_id,
+            len: wr.data.len(),
+            signaled: wr.signaled,
+            data: msg.into(),
+        };
+        let addr = self.peer_for_send(q, ah, now);
+        let p = self.peers.get_mut(&addr).expect("just ensured");
+        match p.remote {
+            Some(_) if p.waiting.is_empty() => {
+                match self.endpoint.send(p.local_id, now, out.data.clone()) {
+                    Ok(msg) => p.inflight.push_back(Inflight::new(msg, &out)),
+                    Err(SendError::WouldBlock | SendError::PeerFailed) => p.waiting.push_back(out),
+                    Err(SendError::TooLarge) => {
+                        q.unreserve_send();
+                        return Err(VerbsError::MessageTooLarge {
+                            len: wr.data.len(),
+                            max: RD_MAX_MESSAGE,
+                        });
+                    }
+                }
+            }
+            _ => p.waiting.push_back(out),
+        }
+        self.transmit(now);
+        Ok(())
+    }
+
+    /// One round of progress: release held fault datagrams, complete what waited for
+    /// receives, read the socket in batches, run due timers, turn engine events into
+    /// completions, and send.
+    pub(crate) fn progress(&mut self, q: &mut WorkQueues) -> Result<(), VerbsError> {
+        let now = Instant::now();
+        if self.sock.faulty() {
+            self.sock.release_faults(now);
+        }
+        if !self.stash.is_empty() {
+            self.stash.drain(q, self.qpn, &mut self.stats);
+        }
+        if !self.parked.is_empty() {
+            self.retry_parked(q, now);
+        }
+        self.receive(q, now)?;
+        if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            self.endpoint.handle_timeout(now);
+        }
+        self.handshake_timers(q, now);
+        self.service(q, now);
+        Ok(())
+    }
+
+    fn receive(&mut self, q: &mut WorkQueues, now: Instant) -> Result<(), VerbsError> {
+        let mut rounds = 0;
+        while rounds < RX_ROUNDS {
+            let mut ring = self.ring.take().expect("ring is home between calls");
+            let r = ring.recv(self.sock.fd());
+            let n = match r {
+                Ok(n) => n,
+                Err(e) => {
+                    self.ring = Some(ring);
+                    match e {
+                        Errno::EINTR => continue,
+                        // ICMP errors concern earlier sends to somebody; the engine resends.
+                        Errno::ECONNREFUSED | Errno::EHOSTUNREACH | Errno::ENETUNREACH => {
+                            rounds += 1;
+                            continue;
+                        }
+                        Errno::EAGAIN => return Ok(()),
+                        e => return Err(e.into()),
+                    }
+                }
+            };
+            for i in 0..n {
+                let (data, src) = ring.get(i);
+                if let Some((session, seq)) = self.on_datagram(q, now, data, src) {
+                    let len = data.len();
+                    self.park(&mut ring, i, len, src, session, seq);
+                }
+            }
+            self.ring = Some(ring);
+            // ACKs leave between batches, not only at the end of a long poll.
+            self.service(q, now);
+            if n < RX_BATCH {
+                return Ok(());
+            }
+            rounds += 1;
+        }
+        Ok(())
+    }
+
+    /// Handles one datagram; returns (session, seq) when it must wait for receives.
+    fn on_datagram(
+        &mut self,
+        q: &mut WorkQueues,
+        now: Instant,
+        data: &[u8],
+        src: Option<SocketAddr>,
+    ) -> Option<(u32, u32)> {
+        let Some(&first) = data.first() else {
+            self.stats.dropped_control += 1;
+            return None;
+        };
+        if hello::is_control(first) {
+            self.on_control(q, now, data, src);
+            return None;
+        }
+        if let Ok(pkt) = Packet::new_checked(data) {
+            let peer = self
+                .by_id
+                .get(&pkt.session())
+                .and_then(|a| self.peers.get_mut(a));
+            if let Some(p) = peer {
+                if p.remote.is_some_and(|r| r.epoch == pkt.epoch())
+                    && rx::gate(&pkt, &mut p.rx, q, &self.stash) == Gate::Park
+                {
+                    return Some((pkt.session(), pkt.seq().0));
+                }
+            }
+        }
+        self.feed(q, now, data);
+        None
+    }
+
+    /// Hands a datagram to the engine, with the sink of the peer it names.
+    fn feed(&mut self, q: &mut WorkQueues, now: Instant, data: &[u8]) {
+        let peer = Endpoint::peek_session_id(data)
+            .and_then(|id| self.by_id.get(&id))
+            .and_then(|a| self.peers.get_mut(a));
+        // Drops are counted by the engine.
+        let _ = match peer {
+            Some(p) => {
+                let mut sink = RxSink {
+                    rx: &mut p.rx,
+                    q,
+                    stash: &mut self.stash,
+                    src: p.ah.addr,
+                    qpn: self.qpn,
+                    stats: &mut self.stats,
+                };
+                self.endpoint
+                    .handle_datagram(now, data, &mut sink, |_, _| None)
+            }
+            None => self
+                .endpoint
+                .handle_datagram(now, data, &mut (), |_, _| None),
+        };
+    }
+
+    fn park(
+        &mut self,
+        ring: &mut RecvRing,
+        i: usize,
+        len: usize,
+        src: Option<SocketAddr>,
+        session: u32,
+        seq: u32,
+    ) {
+        // A retransmission of a datagram already set aside adds nothing.
+        if self
+            .parked
+            .iter()
+            .any(|p| p.session == session && p.seq == seq)
+        {
+            return;
+        }
+        if self.parked.len() >= PARK_MAX {
+            self.stats.refused += 1;
+            return;
+        }
+        self.stats.parked += 1;
+        self.parked.push_back(Parked {
+            buf: ring.take(i),
+            len,
+            src,
+            session,
+            seq,
+        });
+    }
+
+    fn retry_parked(&mut self, q: &mut WorkQueues, now: Instant) {
+        for _ in 0..self.parked.len() {
+            let p = self.parked.pop_front().expect("counted");
+            match self.on_datagram(q, now, &p.buf[..p.len], p.src) {
+                Some(_) => self.parked.push_back(p),
+                None => {
+                    if let Some(ring) = &mut self.ring {
+                        ring.give_back(p.buf, PARK_MAX);
+                    }
+                }
+            }
+        }
+        if self.parked.is_empty() {
+            self.parked = VecDeque::new();
+        }
+    }
+
+    /// Engine events to completions, waiting sends to the engine, datagrams to the kernel.
+    fn service(&mut self, q: &mut WorkQueues, now: Instant) {
+        self.events(q);
+        if !self.retry.is_empty() {
+            self.retry_waiting(q, now);
+        }
+        self.transmit(now);
+    }
+
+    fn events(&mut self, q: &mut WorkQueues) {
+        while let Some((id, ev)) = self.endpoint.poll_event() {
+            let Some(&addr) = self.by_id.get(&id) else {
+                continue;
+            };
+            match ev {
+                Event::SendAcked(msg) => {
+                    let Some(p) = self.peers.get_mut(&addr) else {
+                        continue;
+                    };
+                    // Acknowledgements come in message order: this is the front.
+                    if let Some(i) = p.inflight.iter().position(|f| f.msg == msg) {
+                        let f = p.inflight.remove(i).expect("found");
+                        q.send_done(f.wr_id, f.len, f.signaled);
+                        self.pool.give(f.data);
+                    }
+                    if !p.waiting.is_empty() {
+                        self.retry.push(addr);
+                    }
+                }
+                Event::Writable => self.retry.push(addr),
+                Event::PeerFailed { .. } => {
+                    self.stats.peer_failures += 1;
+                    self.fail_peer(q, addr);
+                }
+            }
+        }
+    }
+
+    fn retry_waiting(&mut self, q: &mut WorkQueues, now: Instant) {
+        let mut list = std::mem::take(&mut self.retry);
+        list.dedup();
+        for addr in list.drain(..) {
+            let Some(p) = self.peers.get_mut(&addr) else {
+                continue;
+            };
+            if p.remote.is_none() {
+                continue;
+            }
+            while let Some(m) = p.waiting.front() {
+                match self.endpoint.send(p.local_id, now, m.data.clone()) {
+                    Ok(msg) => {
+                        let m = p.waiting.pop_front().expect("front");
+                        p.inflight.push_back(Inflight::new(msg, &m));
+                    }
+                    Err(SendError::WouldBlock | SendError::PeerFailed) => break,
+                    Err(SendError::TooLarge) => {
+                        let m = p.waiting.pop_front().expect("front");
+                        q.send_failed(m.wr_id, m.len, WcStatus::TransportError);
+                    }
+                }
+            }
+        }
+        // Keep the allocation.
+        if self.retry.is_empty() {
+            self.retry = list;
+        }
+    }
+
+    /// Sends what the kernel refused earlier, then everything the engine has ready, in
+    /// batches, until it has nothing or the socket is full.
+    fn transmit(&mut self, now: Instant) {
+        loop {
+            if !self.tx.flush(&mut self.sock, &mut self.stats.send_errors) {
+                return;
+            }
+            while self.tx.len() < TX_BATCH {
+                let mut header = [0u8; MAX_HEADER_LEN];
+                let Some((id, t)) = self.endpoint.poll_transmit_gather(now, &mut header) else {
+                    break;
+                };
+                if let Some(p) = self.by_id.get(&id).and_then(|a| self.peers.get(a)) {
+                    self.tx.push(TxItem {
+                        dst: p.dst,
+                        header,
+                        t,
+                    });
+                }
+            }
+            if self.tx.len() == 0 {
+                return;
+            }
+        }
+    }
+
+    /// The queue pair failed: every outstanding request completes with `FlushError`.
+    pub(crate) fn flush(&mut self, q: &mut WorkQueues) {
+        for (_, mut p) in self.peers.drain() {
+            for f in p.inflight.drain(..) {
+                q.send_failed(f.wr_id, f.len, WcStatus::FlushError);
+            }
+            for m in p.waiting.drain(..) {
+                q.send_failed(m.wr_id, m.len, WcStatus::FlushError);
+            }
+            p.rx.flush(q);
+            if let Some(s) = self.endpoint.remove(p.local_id) {
+                self.stats.add_session(s.stats());
+            }
+        }
+        self.by_id.clear();
+        self.handshaking.clear();
+        self.retry.clear();
+        self.stash.clear();
+        self.parked.clear();
+    }
+
+    /// The earliest moment `poll_cq` has timed work to do: an engine timer (ACK delay,
+    /// retransmission, peer failure), a handshake retransmission, or a held fault datagram.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        let hello = self
+            .handshaking
+            .iter()
+            .filter_map(|a| self.peers.get(a)?.hello.as_ref().map(|h| h.next))
+            .min();
+        [
+            self.endpoint.poll_timeout(),
+            hello,
+            self.sock.next_fault_release(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    pub(crate) fn stats(&self) -> RdStats {
+        let mut s = self.stats;
+        for (_, session) in self.endpoint.sessions() {
+            s.add_session(session.stats());
+            s.srtt = s.srtt.max(session.rtt().srtt);
+        }
+        s.peers = self.peers.len();
+        s
+    }
+
+    /// Engine counters and RTT of the session with the peer at `addr`.
+    pub(crate) fn peer_stats(
+        &self,
+        addr: SocketAddr,
+    ) -> Option<(reliability::Stats, reliability::RttStats)> {
+        let p = self.peers.get(&addr)?;
+        let s = self.endpoint.session(p.local_id)?;
+        Some((*s.stats(), s.rtt()))
+    }
+
+    /// The session ids in use with the peer at `addr`, once established.
+    pub(crate) fn peer_ids(&self, addr: SocketAddr) -> Option<SessionIds> {
+        let p = self.peers.get(&addr)?;
+        let r = p.remote?;
+        Some(SessionIds {
+            local_id: p.local_id,
+            local_epoch: p.local_epoch,
+            remote_id: r.id,
+            remote_epoch: r.epoch,
+        })
+    }
+
+    pub(crate) fn fault_stats(&self) -> Option<FaultStats> {
+        self.sock.fault_stats()
+    }
+
+    /// Buffers the queue pair holds: the receive ring and spares, datagrams set aside, the
+    /// stash, sends waiting for the engine, the engine's sessions, and held fault datagrams.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        let waiting: usize = self
+            .peers
+            .values()
+            .flat_map(|p| &p.waiting)
+            .map(|m| m.data.len())
+            .sum();
+        self.ring.as_ref().map_or(0, |r| r.memory_bytes())
+            + self.parked.iter().map(|p| p.buf.capacity()).sum::<usize>()
+            + self.stash.bytes()
+            + self.tx.memory_bytes()
+            + self.pool.memory_bytes()
+            + waiting
+            + self.endpoint.memory()
+            + self.sock.held_bytes()
+    }
+
+    fn send_control(&mut self, dst: &nix::sys::socket::SockaddrStorage, bytes: &[u8]) {
+        self.stats.control_sent += 1;
+        // A control datagram the kernel refuses is lost like any other; the timer resends.
+        let _ = self.sock.send(&[IoSlice::new(bytes)], dst);
+    }
+
+    /// A fresh non-zero local session id not in use.
+    fn fresh_id(&mut self) -> u32 {
+        loop {
+            let id = self.rng.next_u32();
+            if id != 0 && !self.by_id.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Receives bound to messages still arriving.
+    pub(crate) fn bound_receives(&self) -> usize {
+        self.peers.values().map(|p| p.rx.bound_len()).sum()
+    }
+}
+
+impl std::fmt::Debug for RdPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdPath")
+            .field("local", &self.local)
+            .field("peers", &self.peers.len())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,349 @@
+//! The peers of an RD queue pair: their session ids, the handshake that agrees on them, and
+//! what becomes of their work when a session ends.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use nix::sys::socket::SockaddrStorage;
+use reliability::{MsgId, SessionIds};
+
+use super::hello::{Hello, HelloKind};
+use super::rx::PeerRx;
+use super::RdPath;
+use crate::verbs::cq::WorkQueues;
+use crate::verbs::{AddressHandle, VerbsError, WcStatus};
+use crate::wire::datagram::MAX_QPN;
+
+/// A send not yet taken by the engine (handshake under way, or the send buffer full).
+pub(super) struct OutMsg {
+    pub(super) wr_id: u64,
+    pub(super) len: usize,
+    pub(super) signaled: bool,
+    /// DDP header and payload.
+    pub(super) data: Bytes,
+}
+
+/// A send the engine took, waiting for its acknowledgement.
+pub(super) struct Inflight {
+    pub(super) msg: MsgId,
+    pub(super) wr_id: u64,
+    pub(super) len: usize,
+    pub(super) signaled: bool,
+    /// Shares the engine's buffer, so it can be reused once acknowledged.
+    pub(super) data: Bytes,
+}
+
+impl Inflight {
+    pub(super) fn new(msg: MsgId, m: &OutMsg) -> Inflight {
+        Inflight {
+            msg,
+            wr_id: m.wr_id,
+            len: m.len,
+            signaled: m.signaled,
+            data: m.data.clone(),
+        }
+    }
+}
+
+/// The peer's half of the session ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Remote {
+    pub(super) id: u32,
+    pub(super) epoch: u32,
+}
+
+pub(super) struct HelloTimer {
+    started: Instant,
+    pub(super) next: Instant,
+    interval: Duration,
+}
+
+pub(super) struct Peer {
+    pub(super) ah: AddressHandle,
+    pub(super) dst: SockaddrStorage,
+    pub(super) local_id: u32,
+    pub(super) local_epoch: u32,
+    /// Known once the handshake is done (or the ids were pre-seeded); the engine session
+    /// exists exactly then.
+    pub(super) remote: Option<Remote>,
+    pub(super) hello: Option<HelloTimer>,
+    pub(super) waiting: VecDeque<OutMsg>,
+    pub(super) inflight: VecDeque<Inflight>,
+    pub(super) rx: PeerRx,
+}
+
+impl RdPath {
+    /// The peer a send to `ah` goes to, created and greeted on first use.
+    pub(super) fn peer_for_send(
+        &mut self,
+        q: &mut WorkQueues,
+        ah: AddressHandle,
+        now: Instant,
+    ) -> SocketAddr {
+        if let Some(p) = self.peers.get(&ah.addr) {
+            if p.ah.qpn == ah.qpn {
+                return ah.addr;
+            }
+            // Another queue pair at that address now: the old one's work fails.
+            self.fail_peer(q, ah.addr);
+        }
+        let id = self.fresh_id();
+        self.insert_peer(ah, id, self.epoch);
+        self.start_handshake(ah.addr, now);
+        ah.addr
+    }
+
+    fn insert_peer(&mut self, ah: AddressHandle, local_id: u32, local_epoch: u32) {
+        self.by_id.insert(local_id, ah.addr);
+        self.peers.insert(
+            ah.addr,
+            Peer {
+                ah,
+                dst: SockaddrStorage::from(ah.addr),
+                local_id,
+                local_epoch,
+                remote: None,
+                hello: None,
+                waiting: VecDeque::new(),
+                inflight: VecDeque::new(),
+                rx: PeerRx::new(MsgId(self.config.initial_seq)),
+            },
+        );
+    }
+
+    fn start_handshake(&mut self, addr: SocketAddr, now: Instant) {
+        let Some(p) = self.peers.get_mut(&addr) else {
+            return;
+        };
+        let interval = self.config.initial_rto;
+        p.hello = Some(HelloTimer {
+            started: now,
+            next: now + interval,
+            interval,
+        });
+        self.handshaking.push(addr);
+        self.send_hello(addr, HelloKind::Hello, (0, 0));
+    }
+
+    fn send_hello(&mut self, addr: SocketAddr, kind: HelloKind, echo: (u32, u32)) {
+        let Some(p) = self.peers.get(&addr) else {
+            return;
+        };
+        let h = Hello {
+            kind,
+            checksum: self.config.checksum,
+            dst_qpn: p.ah.qpn,
+            src_qpn: self.qpn,
+            id: p.local_id,
+            epoch: p.local_epoch,
+            echo,
+        };
+        let dst = p.dst;
+        self.send_control(&dst, &h.emit());
+    }
+
+    /// The peer's ids are known: open the engine session and let waiting sends go.
+    fn establish(&mut self, addr: SocketAddr, remote: Remote, now: Instant) {
+        let Some(p) = self.peers.get_mut(&addr) else {
+            return;
+        };
+        p.remote = Some(remote);
+        p.hello = None;
+        self.handshaking.retain(|a| *a != addr);
+        self.endpoint.open(
+            SessionIds {
+                local_id: p.local_id,
+                local_epoch: p.local_epoch,
+                remote_id: remote.id,
+                remote_epoch: remote.epoch,
+            },
+            now,
+        );
+        if !p.waiting.is_empty() {
+            self.retry.push(addr);
+        }
+    }
+
+    /// Ends the engine session with the peer at `addr`: unacknowledged sends fail, bound
+    /// receives go back to the head of the receive queue. Sends the engine has not taken yet
+    /// stay for a next session.
+    fn close_session(&mut self, q: &mut WorkQueues, addr: SocketAddr) {
+        let Some(p) = self.peers.get_mut(&addr) else {
+            return;
+        };
+        if p.remote.take().is_some() {
+            if let Some(s) = self.endpoint.remove(p.local_id) {
+                self.stats.add_session(s.stats());
+            }
+        }
+        for f in p.inflight.drain(..) {
+            q.send_failed(f.wr_id, f.len, WcStatus::TransportError);
+        }
+        p.rx.unbind_all(q);
+        p.rx = PeerRx::new(MsgId(self.config.initial_seq));
+    }
+
+    /// Forgets the peer at `addr`; everything it had outstanding fails with
+    /// `TransportError`. A later send starts a new handshake.
+    pub(super) fn fail_peer(&mut self, q: &mut WorkQueues, addr: SocketAddr) {
+        self.close_session(q, addr);
+        if let Some(mut p) = self.peers.remove(&addr) {
+            for m in p.waiting.drain(..) {
+                q.send_failed(m.wr_id, m.len, WcStatus::TransportError);
+            }
+            self.by_id.remove(&p.local_id);
+        }
+        self.handshaking.retain(|a| *a != addr);
+    }
+
+    /// Gives the peer at `addr` a new local id (so datagrams meant for its old session are
+    /// refused as foreign).
+    fn renew_id(&mut self, addr: SocketAddr) {
+        let id = self.fresh_id();
+        if let Some(p) = self.peers.get_mut(&addr) {
+            self.by_id.remove(&p.local_id);
+            p.local_id = id;
+            self.by_id.insert(id, addr);
+        }
+    }
+
+    pub(super) fn on_control(
+        &mut self,
+        q: &mut WorkQueues,
+        now: Instant,
+        data: &[u8],
+        src: Option<SocketAddr>,
+    ) {
+        let (Some(h), Some(src)) = (Hello::parse(data), src) else {
+            self.stats.dropped_control += 1;
+            return;
+        };
+        // A peer that disagrees about checksums could never be understood.
+        if h.dst_qpn != self.qpn || h.checksum != self.config.checksum || h.id == 0 {
+            self.stats.dropped_control += 1;
+            return;
+        }
+        self.stats.control_received += 1;
+        let remote = Remote {
+            id: h.id,
+            epoch: h.epoch,
+        };
+        match h.kind {
+            HelloKind::Hello => {
+                let known = self.peers.get(&src).map(|p| (p.ah.qpn, p.remote));
+                match known {
+                    // Our HELLO-ACK was lost: answer again.
+                    Some((qpn, Some(r))) if qpn == h.src_qpn && r == remote => {}
+                    // Both sides said HELLO at once.
+                    Some((qpn, None)) if qpn == h.src_qpn => self.establish(src, remote, now),
+                    // The peer restarted, or gave up on the old session: start afresh.
+                    Some((qpn, Some(_))) if qpn == h.src_qpn => {
+                        self.close_session(q, src);
+                        self.renew_id(src);
+                        self.establish(src, remote, now);
+                    }
+                    other => {
+                        if other.is_some() {
+                            self.fail_peer(q, src);
+                        }
+                        let id = self.fresh_id();
+                        self.insert_peer(AddressHandle::new(src, h.src_qpn), id, self.epoch);
+                        self.establish(src, remote, now);
+                    }
+                }
+                self.send_hello(src, HelloKind::Ack, (h.id, h.epoch));
+            }
+            HelloKind::Ack => {
+                let fits = self.peers.get(&src).is_some_and(|p| {
+                    p.ah.qpn == h.src_qpn
+                        && h.echo == (p.local_id, p.local_epoch)
+                        && p.remote.is_none_or(|r| r == remote)
+                });
+                if !fits {
+                    self.stats.dropped_control += 1;
+                    return;
+                }
+                if self.peers.get(&src).is_some_and(|p| p.remote.is_none()) {
+                    self.establish(src, remote, now);
+                }
+            }
+        }
+    }
+
+    /// Resends due HELLOs with exponential backoff; a peer silent for `idle_timeout` since
+    /// the first one fails.
+    pub(super) fn handshake_timers(&mut self, q: &mut WorkQueues, now: Instant) {
+        let mut i = 0;
+        while i < self.handshaking.len() {
+            let addr = self.handshaking[i];
+            let Some(t) = self.peers.get_mut(&addr).and_then(|p| p.hello.as_mut()) else {
+                self.handshaking.swap_remove(i);
+                continue;
+            };
+            if now < t.next {
+                i += 1;
+                continue;
+            }
+            let limit = t.started + self.config.idle_timeout;
+            if now >= limit {
+                self.stats.handshake_failures += 1;
+                self.fail_peer(q, addr);
+                continue;
+            }
+            t.interval = (t.interval * 2).min(self.config.max_rto);
+            t.next = (now + t.interval).min(limit);
+            self.send_hello(addr, HelloKind::Hello, (0, 0));
+            i += 1;
+        }
+    }
+
+    /// Uses `ids` with the peer at `ah` from now on, without a handshake (the caller
+    /// exchanged them, as MPI does addresses). An existing session with that peer ends.
+    pub(crate) fn set_peer(
+        &mut self,
+        q: &mut WorkQueues,
+        ah: AddressHandle,
+        ids: SessionIds,
+    ) -> Result<(), VerbsError> {
+        if ah.qpn > MAX_QPN {
+            return Err(VerbsError::InvalidArgument(
+                "address handle QPN above 2^30 - 1".into(),
+            ));
+        }
+        if ids.local_id == 0 {
+            return Err(VerbsError::InvalidArgument(
+                "session id 0 is reserved".into(),
+            ));
+        }
+        if self.by_id.get(&ids.local_id).is_some_and(|a| *a != ah.addr) {
+            return Err(VerbsError::InvalidArgument(
+                "local session id already used for another peer".into(),
+            ));
+        }
+        let now = Instant::now();
+        match self.peers.get(&ah.addr).map(|p| p.ah.qpn) {
+            Some(qpn) if qpn == ah.qpn => {
+                self.close_session(q, ah.addr);
+                let p = self.peers.get_mut(&ah.addr).expect("present");
+                self.by_id.remove(&p.local_id);
+                p.local_id = ids.local_id;
+                p.local_epoch = ids.local_epoch;
+                self.by_id.insert(ids.local_id, ah.addr);
+            }
+            other => {
+                if other.is_some() {
+                    self.fail_peer(q, ah.addr);
+                }
+                self.insert_peer(ah, ids.local_id, ids.local_epoch);
+            }
+        }
+        let remote = Remote {
+            id: ids.remote_id,
+            epoch: ids.remote_epoch,
+        };
+        self.establish(ah.addr, remote, now);
+        Ok(())
+    }
+}

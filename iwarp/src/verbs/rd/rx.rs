@@ -1,0 +1,355 @@
+//! The receiving half of an RD queue pair: which posted receive each message goes to, placement
+//! of segments straight into it, and completion in message order per peer.
+//!
+//! Receives are bound to messages in message order, so a peer's messages complete in the
+//! order they were sent and take posted receives in the order they were posted. A segmented
+//! message needs its receive when its first datagram arrives — whichever segment that is —
+//! so the segments can be placed at once; binding it binds every earlier message of the peer
+//! still without one. A small (inline) message needs its receive only when it is delivered;
+//! if none is posted then, it is copied into the stash, and the stash is served before any
+//! further binding, which keeps the order.
+//!
+//! A datagram that needs receives that are not posted is not handed to the engine at all
+//! ([`gate`]): the engine would acknowledge it, and the data would have nowhere to go.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use reliability::header::{Kind, Packet};
+use reliability::{Delivery, MsgId, Placement, Sink};
+
+use super::super::cq::WorkQueues;
+use super::super::{RecvWr, WcStatus};
+use super::RdStats;
+use crate::wire::datagram;
+use crate::wire::ddp::{Placement as DdpPlacement, UNTAGGED_HEADER_LEN};
+use crate::wire::rdmap::{Opcode, SegmentRepr};
+
+/// Each RD message starts with an untagged DDP/RDMAP Send header (the engine is the LLP
+/// beneath DDP and carries the whole message; the header says Send or Send with Solicited
+/// Event and names the destination queue pair).
+pub(crate) const DDP_HEADER: usize = UNTAGGED_HEADER_LEN;
+
+/// Bytes of small messages kept for lack of a posted receive before datagrams that would add
+/// more are left unread.
+pub(crate) const STASH_LIMIT: usize = 1 << 20;
+
+/// The solicited flag of a valid RD message header for queue pair `qpn`, or `None`.
+pub(crate) fn check_header(header: &[u8], qpn: u32) -> Option<bool> {
+    let (seg, _) = SegmentRepr::parse(header).ok()?;
+    let DdpPlacement::Untagged { qn, mo, .. } = seg.placement else {
+        return None;
+    };
+    if !matches!(seg.opcode, Opcode::Send | Opcode::SendSolicited) || !seg.last || mo != 0 {
+        return None;
+    }
+    let (dst, queue) = datagram::split_qn(qn);
+    (dst == qpn && queue == 0).then(|| seg.opcode.solicited())
+}
+
+/// A posted receive bound to a message not yet delivered.
+struct Bound {
+    wr: RecvWr,
+    /// The message's length with its header, from its first segment placed.
+    total: Option<u32>,
+    header: [u8; DDP_HEADER],
+    /// The payload does not fit: nothing is written, the completion is a length error.
+    too_long: bool,
+    /// Segments disagreed about the message (a broken peer): the receive goes back.
+    bad: bool,
+}
+
+impl Bound {
+    fn new(wr: RecvWr) -> Bound {
+        Bound {
+            wr,
+            total: None,
+            header: [0; DDP_HEADER],
+            too_long: false,
+            bad: false,
+        }
+    }
+
+    fn place(&mut self, offset: u32, total: u32, bytes: &[u8]) {
+        match self.total {
+            None => {
+                self.total = Some(total);
+                match (total as usize).checked_sub(DDP_HEADER) {
+                    None => self.bad = true,
+                    Some(payload) => self.too_long = payload > self.wr.buf.len(),
+                }
+            }
+            Some(t) if t != total => self.bad = true,
+            Some(_) => {}
+        }
+        if self.bad {
+            return;
+        }
+        let offset = offset as usize;
+        let mut bytes = bytes;
+        if offset < DDP_HEADER {
+            let n = (DDP_HEADER - offset).min(bytes.len());
+            self.header[offset..offset + n].copy_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+        }
+        if self.too_long || bytes.is_empty() {
+            return;
+        }
+        let at = offset.max(DDP_HEADER) - DDP_HEADER;
+        match self.wr.buf.get_mut(at..at + bytes.len()) {
+            Some(dst) => dst.copy_from_slice(bytes),
+            None => self.bad = true,
+        }
+    }
+
+    fn finish(self, q: &mut WorkQueues, len: u32, src: SocketAddr, qpn: u32, stats: &mut RdStats) {
+        let solicited = if self.bad || self.total != Some(len) {
+            None
+        } else {
+            check_header(&self.header, qpn)
+        };
+        match solicited {
+            Some(solicited) => {
+                let status = if self.too_long {
+                    WcStatus::LocalLengthError
+                } else {
+                    WcStatus::Success
+                };
+                let payload = len as usize - DDP_HEADER;
+                q.complete_held(self.wr, status, payload, Some(src), solicited);
+            }
+            None => {
+                stats.protocol_errors += 1;
+                q.return_recv(self.wr);
+            }
+        }
+    }
+}
+
+/// Completes `wr` with a whole message (header and payload); a message with a bad header
+/// gives the receive back.
+fn complete_inline(
+    q: &mut WorkQueues,
+    mut wr: RecvWr,
+    msg: &[u8],
+    src: SocketAddr,
+    qpn: u32,
+    stats: &mut RdStats,
+) {
+    let Some(solicited) = msg.get(..DDP_HEADER).and_then(|h| check_header(h, qpn)) else {
+        stats.protocol_errors += 1;
+        q.return_recv(wr);
+        return;
+    };
+    let payload = &msg[DDP_HEADER..];
+    let status = match wr.buf.get_mut(..payload.len()) {
+        Some(dst) => {
+            dst.copy_from_slice(payload);
+            WcStatus::Success
+        }
+        None => WcStatus::LocalLengthError,
+    };
+    q.complete_held(wr, status, payload.len(), Some(src), solicited);
+}
+
+/// One peer's messages between delivery and completion.
+pub(crate) struct PeerRx {
+    /// The next message to be delivered; `bound[i]` belongs to message `next + i`.
+    next: MsgId,
+    bound: VecDeque<Bound>,
+}
+
+impl PeerRx {
+    pub(crate) fn new(first: MsgId) -> PeerRx {
+        PeerRx {
+            next: first,
+            bound: VecDeque::new(),
+        }
+    }
+
+    /// Receives the messages up to `hi` still need (0 if `hi` was delivered already).
+    pub(crate) fn unbound_upto(&self, hi: MsgId) -> u32 {
+        let first_unbound = self.next.add(self.bound.len() as u32);
+        let d = hi.since(first_unbound);
+        if d < 1 << 31 {
+            d + 1
+        } else {
+            0
+        }
+    }
+
+    /// Binds the head posted receives to the messages up to `hi` (the caller checked there
+    /// are enough).
+    fn bind_upto(&mut self, hi: MsgId, q: &mut WorkQueues) {
+        for _ in 0..self.unbound_upto(hi) {
+            match q.take_recv() {
+                Some(wr) => self.bound.push_back(Bound::new(wr)),
+                None => return,
+            }
+        }
+    }
+
+    /// The session is gone: bound receives go back to the head of the receive queue, in the
+    /// order they were posted.
+    pub(crate) fn unbind_all(&mut self, q: &mut WorkQueues) {
+        while let Some(b) = self.bound.pop_back() {
+            q.return_recv(b.wr);
+        }
+    }
+
+    /// The queue pair failed: bound receives complete with `FlushError`.
+    pub(crate) fn flush(&mut self, q: &mut WorkQueues) {
+        for b in self.bound.drain(..) {
+            q.complete_held(b.wr, WcStatus::FlushError, 0, None, false);
+        }
+    }
+
+    pub(crate) fn bound_len(&self) -> usize {
+        self.bound.len()
+    }
+}
+
+/// Small messages delivered while no receive was posted, oldest first, across all peers.
+#[derive(Default)]
+pub(crate) struct Stash {
+    items: VecDeque<(SocketAddr, Box<[u8]>)>,
+    bytes: usize,
+}
+
+impl Stash {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn push(&mut self, src: SocketAddr, msg: &[u8]) {
+        self.bytes += msg.len();
+        self.items.push_back((src, msg.into()));
+    }
+
+    /// Completes stashed messages with posted receives.
+    pub(crate) fn drain(&mut self, q: &mut WorkQueues, qpn: u32, stats: &mut RdStats) {
+        while !self.items.is_empty() {
+            let Some(wr) = q.take_recv() else { return };
+            let (src, msg) = self.items.pop_front().expect("not empty");
+            self.bytes -= msg.len();
+            complete_inline(q, wr, &msg, src, qpn, stats);
+        }
+        self.items = VecDeque::new();
+    }
+
+    pub(crate) fn clear(&mut self) {
+        *self = Stash::default();
+    }
+}
+
+/// What to do with a reliability datagram from an established peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// Hand it to the engine (receives are bound where it needs them).
+    Feed,
+    /// Keep it unread until receives are posted.
+    Park,
+}
+
+/// Decides whether the engine may take `pkt` now, binding the receives it needs. Datagrams
+/// whose checksum fails are always fed (the engine drops and counts them), so a corrupted
+/// message id never binds or parks anything it names.
+pub(crate) fn gate(
+    pkt: &Packet<&[u8]>,
+    rx: &mut PeerRx,
+    q: &mut WorkQueues,
+    stash: &Stash,
+) -> Gate {
+    let (hi, inline) = match pkt.kind() {
+        Ok(Kind::Segment) => (pkt.msg(), false),
+        Ok(Kind::Single) => (pkt.msg(), true),
+        Ok(Kind::Coalesced) => (pkt.msg().add(u32::from(pkt.count().max(1)) - 1), true),
+        Ok(Kind::Ack) | Err(_) => return Gate::Feed,
+    };
+    let need = rx.unbound_upto(hi) as usize;
+    if need == 0 {
+        return Gate::Feed;
+    }
+    // The stash is served first: while it holds messages no receive is free to bind.
+    let free = if stash.is_empty() { q.rq.len() } else { 0 };
+    if inline {
+        if need <= free || stash.bytes() + pkt.payload().len() <= STASH_LIMIT {
+            return Gate::Feed;
+        }
+        return if pkt.checksum_ok() {
+            Gate::Park
+        } else {
+            Gate::Feed
+        };
+    }
+    if (need > 1 || need > free) && !pkt.checksum_ok() {
+        return Gate::Feed;
+    }
+    if need > free {
+        return Gate::Park;
+    }
+    rx.bind_upto(hi, q);
+    Gate::Feed
+}
+
+/// Where the engine puts what one peer sent.
+pub(crate) struct RxSink<'a> {
+    pub(crate) rx: &'a mut PeerRx,
+    pub(crate) q: &'a mut WorkQueues,
+    pub(crate) stash: &'a mut Stash,
+    pub(crate) src: SocketAddr,
+    pub(crate) qpn: u32,
+    pub(crate) stats: &'a mut RdStats,
+}
+
+impl Sink for RxSink<'_> {
+    fn place(&mut self, p: Placement<'_>) {
+        let i = p.msg.since(self.rx.next) as usize;
+        match self.rx.bound.get_mut(i) {
+            Some(b) => b.place(p.offset, p.total_len, p.bytes),
+            // The gate binds before it feeds; this is a peer breaking the protocol.
+            None => self.stats.protocol_errors += 1,
+        }
+    }
+
+    fn deliver(&mut self, msg: MsgId, d: Delivery<'_>) {
+        let skip = msg.since(self.rx.next);
+        if skip != 0 {
+            // The engine delivers in order; a peer skipping ids gives back what was bound.
+            self.stats.protocol_errors += 1;
+            if skip >= 1 << 31 {
+                return;
+            }
+            let n = (skip as usize).min(self.rx.bound.len());
+            for b in self.rx.bound.drain(..n).rev().collect::<Vec<_>>() {
+                self.q.return_recv(b.wr);
+            }
+            self.rx.next = msg;
+        }
+        let bound = self.rx.bound.pop_front();
+        self.rx.next = msg.next();
+        match (d, bound) {
+            (Delivery::Inline(bytes), Some(b)) => {
+                complete_inline(self.q, b.wr, bytes, self.src, self.qpn, self.stats)
+            }
+            (Delivery::Inline(bytes), None) => {
+                if self.stash.is_empty() {
+                    if let Some(wr) = self.q.take_recv() {
+                        complete_inline(self.q, wr, bytes, self.src, self.qpn, self.stats);
+                        return;
+                    }
+                }
+                self.stats.stashed += 1;
+                self.stash.push(self.src, bytes);
+            }
+            (Delivery::Placed { len }, Some(b)) => {
+                b.finish(self.q, len, self.src, self.qpn, self.stats)
+            }
+            (Delivery::Placed { .. }, None) => self.stats.protocol_errors += 1,
+        }
+    }
+}

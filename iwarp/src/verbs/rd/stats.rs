@@ -1,0 +1,83 @@
+//! Counters of an RD queue pair.
+
+use std::time::Duration;
+
+use reliability::Stats;
+
+/// What an RD queue pair did since its creation: the reliability engine's counters summed over
+/// all its sessions (closed ones included), and the queue pair's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RdStats {
+    /// Datagrams emitted by the engine, of every kind.
+    pub datagrams_sent: u64,
+    /// Datagrams the engine accepted.
+    pub datagrams_received: u64,
+    /// Data datagrams sent for the first time.
+    pub data_sent: u64,
+    /// Data datagrams sent again.
+    pub retransmits: u64,
+    /// Retransmissions the peer reported as needless (the original was only late).
+    pub spurious_retransmits: u64,
+    /// Retransmission timer expiries.
+    pub timeouts: u64,
+    /// Data datagrams received twice (dropped).
+    pub duplicates: u64,
+    /// Data datagrams that arrived ahead of a gap.
+    pub out_of_order: u64,
+    /// Datagrams the engine refused, for any reason but duplication.
+    pub dropped: u64,
+    /// ... of which for a bad CRC32c.
+    pub dropped_checksum: u64,
+    /// ACK-only datagrams emitted.
+    pub acks_sent: u64,
+    /// Sends the engine refused for a full send buffer (kept queued, sent later).
+    pub would_block: u64,
+    /// Messages the peers acknowledged.
+    pub messages_acked: u64,
+    /// Messages delivered.
+    pub messages_delivered: u64,
+    /// The largest smoothed RTT among the live sessions.
+    pub srtt: Option<Duration>,
+    /// Peers known (handshaking or established).
+    pub peers: usize,
+    /// HELLO and HELLO-ACK datagrams sent.
+    pub control_sent: u64,
+    /// HELLO and HELLO-ACK datagrams accepted.
+    pub control_received: u64,
+    /// Datagrams refused before the engine: bad or foreign control datagrams, empty ones.
+    pub dropped_control: u64,
+    /// Handshakes abandoned after the peer stayed silent past the limit.
+    pub handshake_failures: u64,
+    /// Sessions failed by the engine (a peer silent past the limit).
+    pub peer_failures: u64,
+    /// Datagrams set aside unread until receives were posted.
+    pub parked: u64,
+    /// Datagrams refused before the engine saw them, for lack of receives with the set-aside
+    /// datagrams at their bound; unacknowledged, they come again.
+    pub refused: u64,
+    /// Small messages copied for lack of a posted receive.
+    pub stashed: u64,
+    /// Messages whose DDP header was wrong (their receive went back to the queue).
+    pub protocol_errors: u64,
+    /// Datagrams the kernel refused other than for a full buffer.
+    pub send_errors: u64,
+}
+
+impl RdStats {
+    pub(crate) fn add_session(&mut self, s: &Stats) {
+        self.datagrams_sent += s.datagrams_sent;
+        self.datagrams_received += s.datagrams_received;
+        self.data_sent += s.data_sent;
+        self.retransmits += s.retransmits;
+        self.spurious_retransmits += s.spurious_retransmits;
+        self.timeouts += s.timeouts;
+        self.duplicates += s.duplicates;
+        self.out_of_order += s.out_of_order;
+        self.dropped += s.dropped();
+        self.dropped_checksum += s.dropped_checksum;
+        self.acks_sent += s.acks_sent;
+        self.would_block += s.would_block;
+        self.messages_acked += s.messages_acked;
+        self.messages_delivered += s.messages_delivered;
+    }
+}

@@ -1,0 +1,641 @@
+//! RD queue pairs over real loopback UDP sockets: every byte checked, every wait bounded.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use iwarp::verbs::*;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn localhost() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+fn rd(config: &QpConfig) -> QueuePair {
+    let mut qp = QueuePair::create(QpType::Rd, config.clone()).unwrap();
+    qp.bind_udp(localhost()).unwrap();
+    qp
+}
+
+fn ah_of(qp: &QueuePair) -> AddressHandle {
+    AddressHandle::new(qp.local_addr().unwrap(), qp.qpn())
+}
+
+/// Message `seq` of `len` bytes: differs for every message and position.
+fn pattern(len: usize, seq: u64) -> Vec<u8> {
+    let mut x = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (len as u64) ^ 0x1234_5678;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn send(qp: &mut QueuePair, to: AddressHandle, wr_id: u64, data: &[u8], signaled: bool) {
+    qp.post_send(SendWr {
+        wr_id,
+        opcode: SendOpcode::Send,
+        data,
+        ah: Some(to),
+        signaled,
+    })
+    .unwrap();
+}
+
+fn post(qp: &mut QueuePair, wr_id: u64, len: usize) {
+    qp.post_recv(RecvWr {
+        wr_id,
+        buf: vec![0xEE; len],
+    })
+    .unwrap();
+}
+
+/// Polls every queue pair in turn until `done` says so; panics past `limit`.
+fn pump(
+    qps: &mut [&mut QueuePair],
+    got: &mut [Vec<WorkCompletion>],
+    limit: Duration,
+    mut done: impl FnMut(&[Vec<WorkCompletion>]) -> bool,
+) {
+    let start = Instant::now();
+    let mut out = Vec::with_capacity(64);
+    loop {
+        for (qp, got) in qps.iter_mut().zip(got.iter_mut()) {
+            out.clear();
+            qp.poll_cq(&mut out, 64).unwrap();
+            got.append(&mut out);
+        }
+        if done(got) {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "not done within {limit:?}: {:?}",
+            got.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+    }
+}
+
+fn sizes() -> Vec<usize> {
+    let seg = 65_408 - 18; // payload bytes of a message's first segment
+    let mut v: Vec<usize> = (0..=3).collect();
+    v.extend([17, 18, 19, 1000, 8173, 8174, 8175, 8192]);
+    v.extend([
+        seg - 1,
+        seg,
+        seg + 1,
+        65_535,
+        65_536,
+        65_537,
+        2 * 65_408 - 18,
+        2 * 65_408,
+    ]);
+    v.extend([1 << 20, (1 << 20) + 1, 16 << 20]);
+    v
+}
+
+#[test]
+fn every_size_round_trips_whole() {
+    let c = QpConfig::default();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    let to_b = ah_of(&b);
+    for (i, size) in sizes().into_iter().enumerate() {
+        let data = pattern(size, i as u64);
+        // Alternate an exact buffer with a larger one.
+        let buf_len = if i % 2 == 0 { size } else { size + 100 };
+        post(&mut b, 1000 + i as u64, buf_len);
+        send(&mut a, to_b, i as u64, &data, true);
+        let mut got = [Vec::new(), Vec::new()];
+        pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+            g[0].len() == 1 && g[1].len() == 1
+        });
+        let [sent, recvd] = got;
+        assert_eq!(
+            (
+                sent[0].wr_id,
+                sent[0].status,
+                sent[0].opcode,
+                sent[0].byte_len
+            ),
+            (i as u64, WcStatus::Success, WcOpcode::Send, size)
+        );
+        let wc = &recvd[0];
+        assert_eq!(wc.wr_id, 1000 + i as u64);
+        assert_eq!(wc.status, WcStatus::Success, "size {size}");
+        assert_eq!(wc.byte_len, size);
+        assert_eq!(wc.src, a.local_addr());
+        assert!(!wc.solicited);
+        assert_eq!(wc.buf.as_ref().unwrap().len(), buf_len);
+        assert!(wc.data() == &data[..], "size {size}: contents differ");
+    }
+    let s = a.rd_stats().unwrap();
+    assert_eq!(s.peers, 1);
+    assert_eq!(
+        s.handshake_failures + s.peer_failures + s.protocol_errors,
+        0
+    );
+    assert_eq!(b.rd_stats().unwrap().protocol_errors, 0);
+    assert_eq!(b.rd_bound_receives(), 0);
+}
+
+#[test]
+fn limits_and_a_missing_address_handle() {
+    let c = QpConfig::default();
+    let mut a = rd(&c);
+    assert_eq!(a.max_message(), RD_MAX_MESSAGE);
+    assert_eq!(RD_MAX_MESSAGE, u32::MAX as usize - 18);
+    let e = a
+        .post_send(SendWr {
+            wr_id: 1,
+            opcode: SendOpcode::Send,
+            data: b"x",
+            ah: None,
+            signaled: true,
+        })
+        .unwrap_err();
+    assert!(matches!(e, VerbsError::MissingAddressHandle), "{e}");
+    assert_eq!(a.send_queue_space(), c.max_send_wr);
+}
+
+/// Drives a two-way exchange of `n` messages per direction with sizes from `size_of`,
+/// keeping `depth` receives posted and up to `max_send_wr` sends outstanding; checks every
+/// message arrives once, intact, in order.
+fn exchange(a: &mut QueuePair, b: &mut QueuePair, n: u64, depth: usize, size_of: fn(u64) -> usize) {
+    let max_size = (0..n).map(size_of).max().unwrap();
+    let ah = [ah_of(b), ah_of(a)];
+    let srcs = [a.local_addr(), b.local_addr()];
+    let mut qps = [a, b];
+    for qp in qps.iter_mut() {
+        for i in 0..depth {
+            post(qp, i as u64, max_size);
+        }
+    }
+    let mut next_send = [0u64; 2];
+    let mut next_recv = [0u64; 2];
+    let mut acked = [0u64; 2];
+    let mut out = Vec::with_capacity(64);
+    let start = Instant::now();
+    while next_recv != [n, n] || acked != [n, n] {
+        for side in 0..2 {
+            let qp = &mut *qps[side];
+            while next_send[side] < n && qp.send_queue_space() > 0 {
+                let seq = next_send[side];
+                let data = pattern(size_of(seq), seq + side as u64 * 1_000_000);
+                send(qp, ah[side], seq, &data, seq % 3 == 0 || seq == n - 1);
+                next_send[side] += 1;
+            }
+            out.clear();
+            qp.poll_cq(&mut out, 64).unwrap();
+            for wc in out.drain(..) {
+                assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+                match wc.opcode {
+                    WcOpcode::Send => {
+                        // Signaled sends complete in order; unsignaled ones count implicitly.
+                        assert!(wc.wr_id >= acked[side]);
+                        acked[side] = wc.wr_id + 1;
+                    }
+                    WcOpcode::Recv => {
+                        let seq = next_recv[side];
+                        let other = 1 - side;
+                        let want = pattern(size_of(seq), seq + other as u64 * 1_000_000);
+                        assert_eq!(wc.byte_len, want.len(), "side {side} message {seq}");
+                        assert!(wc.data() == &want[..], "side {side} message {seq} differs");
+                        assert_eq!(wc.src, srcs[other]);
+                        next_recv[side] += 1;
+                        let buf = wc.buf.unwrap();
+                        qp.post_recv(RecvWr { wr_id: seq, buf }).unwrap();
+                    }
+                }
+            }
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "stuck: received {next_recv:?}, acked {acked:?}, sent {next_send:?}\n{:?}\n{:?}\n{:?} {:?}",
+            qps[0].rd_stats(),
+            qps[1].rd_stats(),
+            qps[0].rd_bound_receives(),
+            qps[1].rd_bound_receives(),
+        );
+    }
+}
+
+fn mixed_size(seq: u64) -> usize {
+    match seq % 7 {
+        0 => 0,
+        1 => 1 + (seq as usize % 100),
+        2 => 8_000 + (seq as usize % 400),
+        3 => 65_390,
+        4 => 200_000 + (seq as usize % 1000),
+        5 => 64,
+        _ => 3_000,
+    }
+}
+
+#[test]
+fn many_messages_in_flight_both_ways() {
+    let c = QpConfig::default();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    exchange(&mut a, &mut b, 2000, 64, mixed_size);
+    for qp in [&a, &b] {
+        let s = qp.rd_stats().unwrap();
+        assert_eq!(s.messages_delivered, 2000, "{s:?}");
+        assert_eq!(s.protocol_errors, 0);
+        // 256 sends of up to 200 kB outrun the 8 MiB send buffer: the queue pair held them.
+        assert!(s.would_block > 0, "{s:?}");
+    }
+}
+
+fn faulty(seed: u64) -> QpConfig {
+    QpConfig {
+        faults: Some(FaultConfig {
+            drop: 0.10,
+            duplicate: 0.05,
+            corrupt: 0.02,
+            reorder: 0.20,
+            seed,
+            ..FaultConfig::default()
+        }),
+        ..QpConfig::default()
+    }
+}
+
+#[test]
+fn faults_lose_corrupt_and_duplicate_nothing() {
+    let (mut a, mut b) = (rd(&faulty(1)), rd(&faulty(2)));
+    exchange(&mut a, &mut b, 600, 32, mixed_size);
+    let (sa, sb) = (a.rd_stats().unwrap(), b.rd_stats().unwrap());
+    let (fa, fb) = (a.fault_stats().unwrap(), b.fault_stats().unwrap());
+    for (s, f) in [(&sa, &fa), (&sb, &fb)] {
+        assert!(
+            f.dropped > 0 && f.duplicated > 0 && f.corrupted > 0 && f.reordered > 0,
+            "{f:?}"
+        );
+        assert!(s.retransmits > 0, "{s:?}");
+        assert_eq!(s.messages_delivered, 600);
+        assert_eq!(s.protocol_errors, 0);
+    }
+    // The peer's CRC caught corrupted datagrams (some hit handshake datagrams instead).
+    assert!(
+        sa.dropped_checksum + sb.dropped_checksum + sa.dropped_control + sb.dropped_control > 0
+    );
+    assert!(sa.duplicates + sb.duplicates > 0, "{sa:?} {sb:?}");
+    eprintln!("a: {sa:?}\n   {fa:?}\nb: {sb:?}\n   {fb:?}");
+}
+
+fn short_limit() -> QpConfig {
+    QpConfig {
+        rd: RdConfig {
+            idle_timeout: Duration::from_millis(300),
+            ..RdConfig::default()
+        },
+        ..QpConfig::default()
+    }
+}
+
+#[test]
+fn a_peer_that_never_answers_fails_the_send() {
+    let c = short_limit();
+    let mut a = rd(&c);
+    // A socket that never reads: the handshake goes unanswered.
+    let silent = std::net::UdpSocket::bind(localhost()).unwrap();
+    let to = AddressHandle::new(silent.local_addr().unwrap(), 5);
+    let start = Instant::now();
+    send(&mut a, to, 1, b"hello?", false);
+    send(&mut a, to, 2, &pattern(100_000, 2), true);
+    let mut got = [Vec::new()];
+    pump(&mut [&mut a], &mut got, Duration::from_secs(5), |g| {
+        g[0].len() == 2
+    });
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(800), "{elapsed:?}");
+    // Errors complete even when unsignaled, in order.
+    let ends: Vec<_> = got[0]
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.byte_len))
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            (1, WcStatus::TransportError, 6),
+            (2, WcStatus::TransportError, 100_000)
+        ]
+    );
+    let s = a.rd_stats().unwrap();
+    assert_eq!(s.handshake_failures, 1);
+    assert!(s.control_sent >= 4, "HELLO resent with backoff: {s:?}");
+    assert_eq!(s.peers, 0);
+    assert_eq!(a.state(), QpState::Rts);
+    assert_eq!(a.next_deadline(), None);
+}
+
+#[test]
+fn a_peer_that_vanishes_fails_pending_sends() {
+    let c = short_limit();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    let to_b = ah_of(&b);
+    post(&mut b, 0, 10);
+    send(&mut a, to_b, 1, b"first", true);
+    let mut got = [Vec::new(), Vec::new()];
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+        g[0].len() == 1 && g[1].len() == 1
+    });
+    assert_eq!(got[1][0].data(), b"first");
+    drop(b);
+    let start = Instant::now();
+    send(&mut a, to_b, 2, &pattern(300_000, 9), true);
+    send(&mut a, to_b, 3, b"third", false);
+    assert!(a.next_deadline().is_some());
+    let mut got = [Vec::new()];
+    pump(&mut [&mut a], &mut got, Duration::from_secs(5), |g| {
+        g[0].len() == 2
+    });
+    let elapsed = start.elapsed();
+    assert!(elapsed < Duration::from_millis(900), "{elapsed:?}");
+    let ends: Vec<_> = got[0].iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(
+        ends,
+        [(2, WcStatus::TransportError), (3, WcStatus::TransportError)]
+    );
+    assert_eq!(a.rd_stats().unwrap().peer_failures, 1);
+    // The queue pair still works: a new peer gets a new session.
+    let mut c2 = rd(&c);
+    post(&mut c2, 7, 4);
+    send(&mut a, ah_of(&c2), 4, b"next", true);
+    let mut got = [Vec::new(), Vec::new()];
+    pump(&mut [&mut a, &mut c2], &mut got, DEADLINE, |g| {
+        g[0].len() == 1 && g[1].len() == 1
+    });
+    assert_eq!(got[1][0].data(), b"next");
+}
+
+#[test]
+fn a_receive_too_small_is_a_length_error_and_the_stream_goes_on() {
+    let c = QpConfig::default();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    let to_b = ah_of(&b);
+    // Inline, then segmented, each followed by a message that fits.
+    for (i, (small, big)) in [(100usize, 1000usize), (100_000, 300_000)]
+        .into_iter()
+        .enumerate()
+    {
+        let i = i as u64 * 10;
+        post(&mut b, i, small);
+        post(&mut b, i + 1, big);
+        send(&mut a, to_b, i, &pattern(big, i), true);
+        send(&mut a, to_b, i + 1, &pattern(big, i + 1), true);
+        let mut got = [Vec::new(), Vec::new()];
+        pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+            g[0].len() == 2 && g[1].len() == 2
+        });
+        let r = &got[1];
+        assert_eq!(
+            (r[0].wr_id, r[0].status, r[0].byte_len),
+            (i, WcStatus::LocalLengthError, big)
+        );
+        assert!(r[0].data().is_empty());
+        let first = r[0].buf.as_ref().unwrap();
+        assert_eq!(first.len(), small, "nothing written past the buffer");
+        assert!(first.iter().all(|&x| x == 0xEE), "nothing written at all");
+        assert_eq!((r[1].wr_id, r[1].status), (i + 1, WcStatus::Success));
+        assert!(r[1].data() == &pattern(big, i + 1)[..]);
+        assert!(got[0].iter().all(|w| w.status == WcStatus::Success));
+    }
+}
+
+#[test]
+fn two_senders_to_one_queue_pair() {
+    let c = QpConfig::default();
+    let (mut a, mut b, mut r) = (rd(&c), rd(&c), rd(&c));
+    let to_r = ah_of(&r);
+    let n = 300u64;
+    let size = |seq: u64| mixed_size(seq * 3);
+    for i in 0..64 {
+        post(&mut r, i, 300_000);
+    }
+    let (mut sent, mut got_from) = ([0u64; 2], [0u64; 2]);
+    let srcs = [a.local_addr(), b.local_addr()];
+    let start = Instant::now();
+    let mut out = Vec::new();
+    while got_from != [n, n] {
+        for (k, qp) in [&mut a, &mut b].into_iter().enumerate() {
+            if sent[k] < n && qp.send_queue_space() > 0 {
+                let seq = sent[k];
+                send(
+                    qp,
+                    to_r,
+                    seq,
+                    &pattern(size(seq), seq + 77 * k as u64),
+                    false,
+                );
+                sent[k] += 1;
+            }
+            out.clear();
+            qp.poll_cq(&mut out, 16).unwrap();
+            assert!(out.iter().all(|w| w.status == WcStatus::Success), "{out:?}");
+        }
+        out.clear();
+        r.poll_cq(&mut out, 64).unwrap();
+        for wc in out.drain(..) {
+            assert_eq!(wc.status, WcStatus::Success);
+            let k = srcs
+                .iter()
+                .position(|s| *s == wc.src)
+                .expect("known sender");
+            let seq = got_from[k];
+            assert!(
+                wc.data() == &pattern(size(seq), seq + 77 * k as u64)[..],
+                "sender {k} message {seq}"
+            );
+            got_from[k] += 1;
+            r.post_recv(RecvWr {
+                wr_id: 0,
+                buf: wc.buf.unwrap(),
+            })
+            .unwrap();
+        }
+        assert!(start.elapsed() < DEADLINE, "stuck at {got_from:?}");
+    }
+    assert_eq!(r.rd_stats().unwrap().peers, 2);
+}
+
+#[test]
+fn without_posted_receives_data_waits_and_nothing_is_lost() {
+    let c = QpConfig::default();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    let to_b = ah_of(&b);
+    let size = |seq: u64| {
+        if seq % 5 == 4 {
+            150_000
+        } else {
+            10 + seq as usize
+        }
+    };
+    let n = 60u64;
+    for seq in 0..n {
+        send(&mut a, to_b, seq, &pattern(size(seq), seq), true);
+    }
+    // Nothing posted: no receive can complete, and the large messages cannot be
+    // acknowledged (their data has nowhere to go), so neither can anything after them.
+    let mut got = [Vec::new(), Vec::new()];
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(300) {
+        pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |_| true);
+    }
+    assert!(got[1].is_empty());
+    let acked = got[0].len() as u64;
+    assert!(acked < n, "{acked} sends completed with no receive posted");
+    let s = b.rd_stats().unwrap();
+    assert!(s.parked > 0, "{s:?}");
+    assert!(s.stashed > 0, "{s:?}");
+    for i in 0..n {
+        post(&mut b, 1000 + i, 150_000);
+    }
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+        g[0].len() as u64 == n && g[1].len() as u64 == n
+    });
+    for (seq, wc) in got[1].iter().enumerate() {
+        let seq = seq as u64;
+        assert_eq!((wc.wr_id, wc.status), (1000 + seq, WcStatus::Success));
+        assert!(wc.data() == &pattern(size(seq), seq)[..], "message {seq}");
+    }
+    for (seq, wc) in got[0].iter().enumerate() {
+        assert_eq!((wc.wr_id, wc.status), (seq as u64, WcStatus::Success));
+    }
+    assert_eq!(b.rd_bound_receives(), 0);
+}
+
+#[test]
+fn pre_seeded_ids_skip_the_handshake() {
+    let c = QpConfig::default();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    let ids = SessionIds {
+        local_id: 0x1111,
+        local_epoch: 7,
+        remote_id: 0x2222,
+        remote_epoch: 9,
+    };
+    a.rd_set_peer(ah_of(&b), ids).unwrap();
+    b.rd_set_peer(ah_of(&a), ids.mirrored()).unwrap();
+    assert_eq!(a.rd_peer_ids(b.local_addr().unwrap()), Some(ids));
+    post(&mut b, 1, 64);
+    a.post_send(SendWr {
+        wr_id: 9,
+        opcode: SendOpcode::SendSolicited,
+        data: b"pre-seeded",
+        ah: Some(ah_of(&b)),
+        signaled: true,
+    })
+    .unwrap();
+    let mut got = [Vec::new(), Vec::new()];
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+        g[0].len() == 1 && g[1].len() == 1
+    });
+    assert_eq!(got[1][0].data(), b"pre-seeded");
+    assert!(got[1][0].solicited);
+    for qp in [&a, &b] {
+        let s = qp.rd_stats().unwrap();
+        assert_eq!((s.control_sent, s.control_received), (0, 0), "{s:?}");
+    }
+    let (stats, rtt) = a.rd_peer_stats(b.local_addr().unwrap()).unwrap();
+    assert_eq!(stats.messages_acked, 1);
+    assert!(rtt.srtt.is_some());
+}
+
+#[test]
+fn handshake_gives_both_sides_mirrored_ids() {
+    let c = QpConfig::default();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    // Both start at once: each says HELLO to the other.
+    post(&mut a, 1, 8);
+    post(&mut b, 1, 8);
+    send(&mut a, ah_of(&b), 1, b"a->b", true);
+    send(&mut b, ah_of(&a), 1, b"b->a", true);
+    let mut got = [Vec::new(), Vec::new()];
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+        g[0].len() == 2 && g[1].len() == 2
+    });
+    let ia = a.rd_peer_ids(b.local_addr().unwrap()).unwrap();
+    let ib = b.rd_peer_ids(a.local_addr().unwrap()).unwrap();
+    assert_eq!(ia, ib.mirrored());
+    assert_ne!(ia.local_epoch, ia.remote_epoch);
+}
+
+#[test]
+fn deadlines_follow_outstanding_work() {
+    let c = QpConfig::default();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    assert_eq!(a.next_deadline(), None);
+    post(&mut b, 1, 8);
+    send(&mut a, ah_of(&b), 1, b"tick", true);
+    let d = a.next_deadline().expect("a HELLO to resend");
+    assert!(d <= Instant::now() + Duration::from_millis(2));
+    let mut got = [Vec::new(), Vec::new()];
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+        g[0].len() == 1 && g[1].len() == 1
+    });
+    // Acknowledged and idle: what is left is a delayed ACK, then at most the stale failure
+    // timer of the busy period, which the engine drops at no cost when it comes.
+    let start = Instant::now();
+    loop {
+        pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |_| true);
+        let soon = Instant::now() + Duration::from_secs(5);
+        if [a.next_deadline(), b.next_deadline()]
+            .iter()
+            .flatten()
+            .all(|&d| d > soon)
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "timers never settle"
+        );
+    }
+}
+
+#[test]
+fn queue_full_beyond_max_send_wr_and_nothing_dropped() {
+    let c = QpConfig {
+        max_send_wr: 4,
+        ..QpConfig::default()
+    };
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    let to_b = ah_of(&b);
+    // Four sends wait for the handshake; the fifth does not fit.
+    for i in 0..4 {
+        send(&mut a, to_b, i, &pattern(1 << 20, i), false);
+    }
+    let e = a
+        .post_send(SendWr {
+            wr_id: 5,
+            opcode: SendOpcode::Send,
+            data: b"no room",
+            ah: Some(to_b),
+            signaled: true,
+        })
+        .unwrap_err();
+    assert!(matches!(e, VerbsError::QueueFull), "{e}");
+    let mut pending: VecDeque<u64> = (0..4).collect();
+    for i in 0..4 {
+        post(&mut b, i, 1 << 20);
+    }
+    let mut got = [Vec::new(), Vec::new()];
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+        g[1].len() == 4
+    });
+    for wc in &got[1] {
+        let i = pending.pop_front().unwrap();
+        assert!(wc.data() == &pattern(1 << 20, i)[..]);
+    }
+    let start = Instant::now();
+    while a.send_queue_space() < 4 {
+        pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |_| true);
+        assert!(start.elapsed() < DEADLINE);
+    }
+    assert!(got[0].is_empty(), "unsignaled sends complete silently");
+}

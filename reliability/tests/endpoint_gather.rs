@@ -1,0 +1,107 @@
+//! `Endpoint::poll_transmit_gather` emits the same datagrams as `poll_transmit`, in pieces.
+
+use std::time::{Duration, Instant};
+
+use reliability::{Config, Delivery, Endpoint, MsgId, Placement, SessionIds, Sink};
+
+#[derive(Default)]
+struct Collect {
+    placed: Vec<u8>,
+    delivered: Vec<(MsgId, usize)>,
+}
+
+impl Sink for Collect {
+    fn place(&mut self, p: Placement<'_>) {
+        let end = p.offset as usize + p.bytes.len();
+        if self.placed.len() < end {
+            self.placed.resize(end, 0);
+        }
+        self.placed[p.offset as usize..end].copy_from_slice(p.bytes);
+    }
+
+    fn deliver(&mut self, msg: MsgId, d: Delivery<'_>) {
+        let len = match d {
+            Delivery::Inline(b) => b.len(),
+            Delivery::Placed { len } => len as usize,
+        };
+        self.delivered.push((msg, len));
+    }
+}
+
+fn pair(now: Instant) -> (Endpoint, Endpoint, SessionIds) {
+    let ids = SessionIds {
+        local_id: 1,
+        local_epoch: 10,
+        remote_id: 2,
+        remote_epoch: 20,
+    };
+    let mut a = Endpoint::new(Config::default()).unwrap();
+    let mut b = Endpoint::new(Config::default()).unwrap();
+    a.open(ids, now);
+    b.open(ids.mirrored(), now);
+    (a, b, ids)
+}
+
+#[test]
+fn gather_matches_the_copying_path() {
+    let now = Instant::now();
+    let (mut a, _, ids) = pair(now);
+    let (mut c, _, _) = pair(now);
+    let msg: Vec<u8> = (0..300_000u32).map(|i| (i * 7) as u8).collect();
+    a.send(ids.local_id, now, msg.clone()).unwrap();
+    c.send(ids.local_id, now, msg).unwrap();
+    let mut buf = Vec::new();
+    let mut n = 0;
+    loop {
+        let mut header = [0u8; reliability::header::MAX_HEADER_LEN];
+        let g = a.poll_transmit_gather(now, &mut header);
+        let t = c.poll_transmit(now, &mut buf);
+        let (Some((id, g)), Some((cid, t))) = (g, t) else {
+            break;
+        };
+        assert_eq!((id, g.seq, g.retransmit), (cid, t.seq, t.retransmit));
+        let mut whole = header[..g.header_len].to_vec();
+        whole.extend_from_slice(&g.payload);
+        whole.extend(g.trailer.iter().flatten());
+        assert_eq!(whole.len(), g.size());
+        assert_eq!(&whole[..], &buf[..t.size]);
+        n += 1;
+    }
+    assert_eq!(n, 5, "300 000 bytes in 65 408-byte segments");
+    assert!(a.poll_transmit_gather(now, &mut [0; 36]).is_none());
+    assert!(c.poll_transmit(now, &mut buf).is_none());
+}
+
+#[test]
+fn gathered_datagrams_deliver_and_acknowledge() {
+    let mut now = Instant::now();
+    let (mut a, mut b, ids) = pair(now);
+    let msg: Vec<u8> = (0..200_000u32).map(|i| (i ^ (i >> 9)) as u8).collect();
+    a.send(ids.local_id, now, msg.clone()).unwrap();
+    let mut sink = Collect::default();
+    for _ in 0..50 {
+        let mut header = [0u8; reliability::header::MAX_HEADER_LEN];
+        while let Some((_, g)) = a.poll_transmit_gather(now, &mut header) {
+            let mut d = header[..g.header_len].to_vec();
+            d.extend_from_slice(&g.payload);
+            d.extend(g.trailer.iter().flatten());
+            b.handle_datagram(now, &d, &mut sink, |_, _| None).unwrap();
+        }
+        let mut header = [0u8; reliability::header::MAX_HEADER_LEN];
+        while let Some((_, g)) = b.poll_transmit_gather(now, &mut header) {
+            let mut d = header[..g.header_len].to_vec();
+            d.extend_from_slice(&g.payload);
+            d.extend(g.trailer.iter().flatten());
+            a.handle_datagram(now, &d, &mut (), |_, _| None).unwrap();
+        }
+        if a.session(ids.local_id).unwrap().is_idle() {
+            break;
+        }
+        now += Duration::from_micros(200);
+        a.handle_timeout(now);
+        b.handle_timeout(now);
+    }
+    assert!(a.session(ids.local_id).unwrap().is_idle());
+    assert_eq!(sink.delivered, [(MsgId(0), 200_000)]);
+    assert!(sink.placed == msg);
+}
