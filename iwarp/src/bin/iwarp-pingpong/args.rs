@@ -50,7 +50,7 @@ pub enum Role {
 
 /// Verbs-level latency and bandwidth on loopback, iWARP queue pairs against raw sockets.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "iwarp-pingpong")]
+#[command(name = "iwarp-pingpong", args_override_self = true)]
 pub struct Args {
     /// Queue pair kind to measure.
     #[arg(long, value_enum, default_value = "ud")]
@@ -92,6 +92,15 @@ pub struct Args {
     /// Also write the results as CSV to this file.
     #[arg(long)]
     pub csv: Option<std::path::PathBuf>,
+    /// Address this side's sockets bind to.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: std::net::IpAddr,
+    /// Address the responder's sockets bind to (default: --bind).
+    #[arg(long)]
+    pub responder_bind: Option<std::net::IpAddr>,
+    /// Command prefix that starts the responder, e.g. "ip netns exec h2" for another test host.
+    #[arg(long)]
+    pub responder_wrap: Option<String>,
     #[arg(long, value_enum, default_value = "initiator", hide = true)]
     pub role: Role,
     #[arg(long, hide = true)]

@@ -21,8 +21,8 @@ const UDP_CHUNK: usize = 65_000;
 const SOCKET_BUFFER: usize = 4 << 20;
 
 pub fn run_initiator(args: &Args) -> Result<()> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let mut child = spawn_responder(listener.local_addr()?)?;
+    let listener = TcpListener::bind(local(args))?;
+    let mut child = spawn_responder(args, listener.local_addr()?)?;
     let result = listener
         .accept()
         .map_err(Into::into)
@@ -59,11 +59,29 @@ pub fn run_responder(args: &Args) -> Result<()> {
     Ok(())
 }
 
-fn spawn_responder(control: SocketAddr) -> Result<Child> {
+/// Starts the responder: this program again, behind `--responder-wrap` (e.g. `ip netns exec h2`
+/// to put it on another test host), bound to `--responder-bind`.
+fn spawn_responder(args: &Args, control: SocketAddr) -> Result<Child> {
     let exe = std::env::current_exe()?;
-    let mut cmd = Command::new(exe);
+    let mut wrap = args
+        .responder_wrap
+        .as_deref()
+        .unwrap_or("")
+        .split_whitespace();
+    let mut cmd = match wrap.next() {
+        Some(program) => {
+            let mut cmd = Command::new(program);
+            cmd.args(wrap).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    };
     cmd.args(std::env::args_os().skip(1))
         .arg("--role=responder")
+        .arg(format!(
+            "--bind={}",
+            args.responder_bind.unwrap_or(args.bind)
+        ))
         .arg(format!("--control={control}"))
         .stdin(Stdio::null());
     Ok(cmd.spawn()?)
@@ -214,7 +232,7 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
     let timeout = args.timeout();
     match kind {
         Kind::RawUdp => {
-            let socket = udp_socket()?;
+            let socket = udp_socket(args)?;
             control.send(&socket.local_addr()?.to_string())?;
             let peer: SocketAddr = control.recv()?.parse()?;
             socket.connect(peer)?;
@@ -222,7 +240,7 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
         }
         Kind::RawTcp => match role {
             Role::Responder => {
-                let listener = TcpListener::bind("127.0.0.1:0")?;
+                let listener = TcpListener::bind(local(args))?;
                 control.send(&listener.local_addr()?.to_string())?;
                 let (stream, _) = listener.accept()?;
                 Ok(Box::new(RawTcp::new(stream, timeout)?))
@@ -239,7 +257,7 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
                 QpType::Rd
             };
             let mut qp = QueuePair::create(qp_type, qp_config(args))?;
-            let local = qp.attach_udp(udp_socket()?)?;
+            let local = qp.attach_udp(udp_socket(args)?)?;
             control.send(&format!("{local} {}", qp.qpn()))?;
             let line = control.recv()?;
             let (addr, qpn) = line.split_once(' ').ok_or("bad UD address line")?;
@@ -259,7 +277,7 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
             let mut qp = QueuePair::create(QpType::Rc, qp_config(args))?;
             match role {
                 Role::Responder => {
-                    let listener = TcpListener::bind("127.0.0.1:0")?;
+                    let listener = TcpListener::bind(local(args))?;
                     control.send(&listener.local_addr()?.to_string())?;
                     qp.accept(&listener)?;
                 }
@@ -282,11 +300,16 @@ fn qp_config(args: &Args) -> QpConfig {
     }
 }
 
-/// A loopback UDP socket with buffers large enough for a bandwidth window.
-fn udp_socket() -> Result<UdpSocket> {
+/// This side's address with any port.
+fn local(args: &Args) -> SocketAddr {
+    SocketAddr::new(args.bind, 0)
+}
+
+/// A UDP socket with buffers large enough for a bandwidth window.
+fn udp_socket(args: &Args) -> Result<UdpSocket> {
     let socket = Socket::new(Domain::IPV4, Type::DGRAM, None)?;
     socket.set_recv_buffer_size(SOCKET_BUFFER)?;
     socket.set_send_buffer_size(SOCKET_BUFFER)?;
-    socket.bind(&"127.0.0.1:0".parse::<SocketAddr>()?.into())?;
+    socket.bind(&local(args).into())?;
     Ok(socket.into())
 }
