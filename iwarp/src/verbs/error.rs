@@ -6,8 +6,6 @@ use super::{QpState, QpType};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum VerbsError {
-    #[error("unsupported: {0}")]
-    Unsupported(&'static str),
     #[error("{op} is not allowed in state {state:?}")]
     InvalidState { op: &'static str, state: QpState },
     #[error("{op} is not available on a {qp_type:?} queue pair")]

@@ -64,6 +64,9 @@ impl std::fmt::Debug for QueuePair {
     }
 }
 
+/// Largest work queue depth: the completion queue is sized up front from both depths.
+const MAX_WR: usize = 1 << 20;
+
 impl QueuePair {
     /// Creates a queue pair in [`QpState::Init`] with a process-unique QP number.
     ///
@@ -71,9 +74,11 @@ impl QueuePair {
     /// [`FAULTS_ENV`](super::FAULTS_ENV) if it is set; a bad value is an `InvalidArgument`
     /// naming the key.
     pub fn create(qp_type: QpType, mut config: QpConfig) -> Result<QueuePair, VerbsError> {
-        if config.max_send_wr == 0 || config.max_recv_wr == 0 {
+        if !(1..=MAX_WR).contains(&config.max_send_wr)
+            || !(1..=MAX_WR).contains(&config.max_recv_wr)
+        {
             return Err(VerbsError::InvalidArgument(
-                "max_send_wr and max_recv_wr must be > 0".into(),
+                "max_send_wr and max_recv_wr must be in 1..=2^20".into(),
             ));
         }
         if config.max_ulpdu == 0 || config.max_ulpdu > RC_MAX_SEGMENT_PAYLOAD {

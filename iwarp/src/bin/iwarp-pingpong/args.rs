@@ -63,16 +63,16 @@ pub struct Args {
           default_value = "1,64,1024,16384,65536")]
     pub sizes: Vec<usize>,
     /// Round trips per run (fewer for large messages, so a run moves at most --max-bytes).
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = at_least_one)]
     pub iters: usize,
     /// Repeated runs per size; the report gives the median.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = at_least_one)]
     pub runs: usize,
     /// Warm-up round trips before each size.
     #[arg(long, default_value_t = 100)]
     pub warmup: usize,
     /// Messages in flight per window in the bandwidth test.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
     pub window: usize,
     /// Upper bound of bytes one run moves in one direction.
     #[arg(long, default_value = "64M", value_parser = parse_size)]
@@ -127,6 +127,14 @@ impl Args {
     }
 }
 
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
+}
+
 fn parse_size(s: &str) -> Result<usize, String> {
     let s = s.trim();
     let (num, mult) = match s.chars().last() {
@@ -136,6 +144,7 @@ fn parse_size(s: &str) -> Result<usize, String> {
         _ => (s, 1),
     };
     num.parse::<usize>()
-        .map(|n| n * mult)
-        .map_err(|e| format!("bad size {s:?}: {e}"))
+        .map_err(|e| format!("bad size {s:?}: {e}"))?
+        .checked_mul(mult)
+        .ok_or_else(|| format!("size {s:?} is too large"))
 }

@@ -23,10 +23,8 @@ const SOCKET_BUFFER: usize = 4 << 20;
 pub fn run_initiator(args: &Args) -> Result<()> {
     let listener = TcpListener::bind(local(args))?;
     let mut child = spawn_responder(args, listener.local_addr()?)?;
-    let result = listener
-        .accept()
-        .map_err(Into::into)
-        .and_then(|(stream, _)| Control::new(stream, args.timeout()))
+    let result = accept_within(&listener, args, Some(&mut child))
+        .and_then(|stream| Control::new(stream, args.timeout()))
         .and_then(|mut control| measure_all(args, &mut control));
     if result.is_err() {
         let _ = child.kill();
@@ -242,12 +240,13 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
             Role::Responder => {
                 let listener = TcpListener::bind(local(args))?;
                 control.send(&listener.local_addr()?.to_string())?;
-                let (stream, _) = listener.accept()?;
+                let stream = accept_within(&listener, args, None)?;
                 Ok(Box::new(RawTcp::new(stream, timeout)?))
             }
             Role::Initiator => {
                 let addr: SocketAddr = control.recv()?.parse()?;
-                Ok(Box::new(RawTcp::new(TcpStream::connect(addr)?, timeout)?))
+                let stream = TcpStream::connect_timeout(&addr, timeout)?;
+                Ok(Box::new(RawTcp::new(stream, timeout)?))
             }
         },
         Kind::Ud | Kind::Rd => {
@@ -297,6 +296,34 @@ fn qp_config(args: &Args) -> QpConfig {
         markers: args.markers.on(),
         connect_timeout: args.timeout(),
         ..QpConfig::default()
+    }
+}
+
+/// Accepts one connection within `--timeout`, giving up early if `child` (the responder that
+/// should connect) has exited, so a failed start never leaves the initiator waiting for ever.
+fn accept_within(
+    listener: &TcpListener,
+    args: &Args,
+    mut child: Option<&mut Child>,
+) -> Result<TcpStream> {
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + args.timeout();
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false)?;
+                return Ok(stream);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(status) = child.as_mut().map(|c| c.try_wait()).transpose()?.flatten() {
+            return Err(format!("responder exited with {status} before connecting").into());
+        }
+        if Instant::now() > deadline {
+            return Err("timed out waiting for the peer to connect".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
