@@ -1,11 +1,14 @@
 //! RC queue pairs over real loopback TCP: MPA start-up, segmentation, markers and CRC, length
 //! errors and broken peers. Every byte is checked and every wait has a deadline.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::*;
 use iwarp::verbs::*;
 use iwarp::wire::ddp::Placement;
 use iwarp::wire::mpa::{
@@ -14,10 +17,6 @@ use iwarp::wire::mpa::{
 use iwarp::wire::rdmap::{Opcode, SegmentRepr};
 
 const DEADLINE: Duration = Duration::from_secs(30);
-
-fn localhost() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
 
 fn cfg(markers: bool, crc: bool) -> QpConfig {
     QpConfig {
@@ -48,26 +47,12 @@ fn rc_pair(ca: QpConfig, cb: QpConfig) -> (QueuePair, QueuePair) {
     (a, b)
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(29)
-                .wrapping_add(seed as u32 * 13 + (i >> 9) as u32) as u8
-        })
-        .collect()
-}
-
 /// Sends every message from `tx` to `rx` (receive buffers of `buf_len`, or the message's own
 /// size when `None`), driving both sides until all completions are in; checks every byte.
 fn transfer(tx: &mut QueuePair, rx: &mut QueuePair, msgs: &[Vec<u8>], buf_len: Option<usize>) {
     for (i, m) in msgs.iter().enumerate() {
         let len = buf_len.unwrap_or(m.len());
-        rx.post_recv(RecvWr {
-            wr_id: 10_000 + i as u64,
-            buf: vec![0xEE; len],
-        })
-        .unwrap();
+        post_buf(rx, 10_000 + i as u64, vec![0xEE; len]);
     }
     for (i, m) in msgs.iter().enumerate() {
         tx.post_send(SendWr {
@@ -115,18 +100,9 @@ fn transfer(tx: &mut QueuePair, rx: &mut QueuePair, msgs: &[Vec<u8>], buf_len: O
     }
 }
 
+/// Polls until one completion arrives; panics after the deadline.
 fn wait_one(qp: &mut QueuePair) -> WorkCompletion {
-    let start = Instant::now();
-    let mut out = Vec::new();
-    loop {
-        if qp.poll_cq(&mut out, 1).unwrap() == 1 {
-            return out.pop().unwrap();
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "no completion within {DEADLINE:?}"
-        );
-    }
+    wait_one_within(qp, DEADLINE)
 }
 
 fn sizes(seg: usize) -> Vec<usize> {
@@ -269,16 +245,8 @@ fn receive_too_small_keeps_the_stream_usable() {
     for (msg_len, buf_len) in [(1000usize, 100usize), (65, 64), (1, 0), (5000, 4999)] {
         let big = pattern(msg_len, 1);
         let next = pattern(50, 2);
-        b.post_recv(RecvWr {
-            wr_id: 1,
-            buf: vec![0xEE; buf_len],
-        })
-        .unwrap();
-        b.post_recv(RecvWr {
-            wr_id: 2,
-            buf: vec![0xEE; 64],
-        })
-        .unwrap();
+        post_buf(&mut b, 1, vec![0xEE; buf_len]);
+        post_buf(&mut b, 2, vec![0xEE; 64]);
         send(&mut a, &big);
         send(&mut a, &next);
         let start = Instant::now();
@@ -307,34 +275,13 @@ fn solicited_and_posting_before_connect() {
     let acceptor = thread::spawn(move || {
         let mut b = QueuePair::create(QpType::Rc, QpConfig::default()).unwrap();
         // A receive posted in Init is there when the connection comes up.
-        b.post_recv(RecvWr {
-            wr_id: 9,
-            buf: vec![0; 16],
-        })
-        .unwrap();
+        post_buf(&mut b, 9, vec![0; 16]);
         b.accept(&listener).unwrap();
         b
     });
     let mut a = QueuePair::create(QpType::Rc, QpConfig::default()).unwrap();
-    let err = a
-        .post_send(SendWr {
-            wr_id: 1,
-            opcode: SendOpcode::Send,
-            data: b"x",
-            ah: None,
-            signaled: true,
-        })
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            VerbsError::InvalidState {
-                state: QpState::Init,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    let err = post_x(&mut a, 1, None).unwrap_err();
+    assert_invalid_state(&err, QpState::Init);
     assert!(a.connect(addr, &[]).unwrap().is_empty());
     let mut b = acceptor.join().unwrap();
     a.post_send(SendWr {
@@ -361,34 +308,14 @@ fn send_queue_full() {
         ..QpConfig::default()
     };
     let (mut a, _b) = rc_pair(c.clone(), c);
-    let wr = |wr_id| SendWr {
-        wr_id,
-        opcode: SendOpcode::Send,
-        data: b"abc",
-        ah: None,
-        signaled: true,
-    };
-    a.post_send(wr(1)).unwrap();
-    a.post_send(wr(2)).unwrap();
-    assert!(matches!(a.post_send(wr(3)), Err(VerbsError::QueueFull)));
-    let mut out = Vec::new();
-    assert_eq!(a.poll_cq(&mut out, 8).unwrap(), 2);
-    a.post_send(wr(3)).unwrap();
+    fill_send_queue_of_two(&mut a, None);
 }
 
 #[test]
 fn dropping_the_peer_flushes_receives() {
     let (a, mut b) = rc_pair(QpConfig::default(), QpConfig::default());
-    b.post_recv(RecvWr {
-        wr_id: 1,
-        buf: vec![0; 8],
-    })
-    .unwrap();
-    b.post_recv(RecvWr {
-        wr_id: 2,
-        buf: vec![0; 8],
-    })
-    .unwrap();
+    post_buf(&mut b, 1, vec![0; 8]);
+    post_buf(&mut b, 2, vec![0; 8]);
     drop(a);
     let w1 = wait_one(&mut b);
     let w2 = wait_one(&mut b);
@@ -401,27 +328,9 @@ fn dropping_the_peer_flushes_receives() {
         "{:?}",
         b.last_error()
     );
-    let err = b
-        .post_send(SendWr {
-            wr_id: 3,
-            opcode: SendOpcode::Send,
-            data: b"x",
-            ah: None,
-            signaled: true,
-        })
-        .unwrap_err();
-    assert!(matches!(
-        err,
-        VerbsError::InvalidState {
-            state: QpState::Error,
-            ..
-        }
-    ));
-    b.post_recv(RecvWr {
-        wr_id: 4,
-        buf: vec![0; 8],
-    })
-    .unwrap();
+    let err = post_x(&mut b, 3, None).unwrap_err();
+    assert_invalid_state(&err, QpState::Error);
+    post_buf(&mut b, 4, vec![0; 8]);
     let w = wait_one(&mut b);
     assert_eq!((w.wr_id, w.status), (4, WcStatus::FlushError));
 }
@@ -445,11 +354,7 @@ fn dropping_the_sender_mid_message() {
     .unwrap();
     // Most of it waits in the queue pair, not in the kernel.
     assert!(a.memory_bytes() > 4 << 20, "{}", a.memory_bytes());
-    b.post_recv(RecvWr {
-        wr_id: 7,
-        buf: vec![0; 8 << 20],
-    })
-    .unwrap();
+    post_buf(&mut b, 7, vec![0; 8 << 20]);
     // Let part of it arrive, then the sender goes away with the rest still queued.
     let start = Instant::now();
     let mut out = Vec::new();
@@ -552,6 +457,13 @@ impl RawPeer {
         out
     }
 
+    /// Closes the connection with a TCP reset (linger zero) instead of an orderly FIN.
+    fn reset(self) {
+        socket2::SockRef::from(&self.stream)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+    }
+
     /// Reads one segment (header and payload).
     fn next_segment(&mut self) -> (SegmentRepr, Vec<u8>) {
         self.stream.set_read_timeout(Some(DEADLINE)).unwrap();
@@ -583,6 +495,18 @@ fn accept_in_thread(config: QpConfig) -> (SocketAddr, thread::JoinHandle<QueuePa
         b
     });
     (addr, t)
+}
+
+/// A default queue pair accepted from a raw initiator (revision 2, no markers, CRC as
+/// `crc` asks), with `receives` receives of 1000 bytes posted (work requests 1, 2, ...).
+fn raw_initiator(crc: bool, receives: u64) -> (RawPeer, QueuePair) {
+    let (addr, t) = accept_in_thread(QpConfig::default());
+    let (raw, _) = RawPeer::connect(addr, false, crc, 2);
+    let mut b = t.join().unwrap();
+    for wr_id in 1..=receives {
+        post_buf(&mut b, wr_id, vec![0; 1000]);
+    }
+    (raw, b)
 }
 
 #[test]
@@ -655,11 +579,7 @@ fn revision_1_and_enhanced_replies() {
         // The raw peer's first FPDU arrives intact.
         let fpdu = raw.fpdu(send_seg(1, 0, true), b"first");
         raw.stream.write_all(&fpdu).unwrap();
-        b.post_recv(RecvWr {
-            wr_id: 1,
-            buf: vec![0; 8],
-        })
-        .unwrap();
+        post_buf(&mut b, 1, vec![0; 8]);
         let wc = wait_one(&mut b);
         assert_eq!(wc.data(), b"first");
     }
@@ -676,19 +596,7 @@ fn revision_1_and_enhanced_replies() {
 
 #[test]
 fn peer_closes_mid_message() {
-    let (addr, t) = accept_in_thread(QpConfig::default());
-    let (mut raw, _) = RawPeer::connect(addr, false, true, 2);
-    let mut b = t.join().unwrap();
-    b.post_recv(RecvWr {
-        wr_id: 1,
-        buf: vec![0; 1000],
-    })
-    .unwrap();
-    b.post_recv(RecvWr {
-        wr_id: 2,
-        buf: vec![0; 1000],
-    })
-    .unwrap();
+    let (mut raw, mut b) = raw_initiator(true, 2);
     let first = raw.fpdu(send_seg(1, 0, false), &[1; 100]);
     let second = raw.fpdu(send_seg(1, 100, true), &[2; 100]);
     raw.stream.write_all(&first).unwrap();
@@ -711,14 +619,7 @@ fn peer_closes_mid_message() {
 
 #[test]
 fn peer_resets_mid_message() {
-    let (addr, t) = accept_in_thread(QpConfig::default());
-    let (mut raw, _) = RawPeer::connect(addr, false, true, 2);
-    let mut b = t.join().unwrap();
-    b.post_recv(RecvWr {
-        wr_id: 1,
-        buf: vec![0; 1000],
-    })
-    .unwrap();
+    let (mut raw, mut b) = raw_initiator(true, 1);
     let first = raw.fpdu(send_seg(1, 0, false), &[1; 100]);
     raw.stream.write_all(&first).unwrap();
     // Wait until the first segment is placed, so the reset hits a message in progress.
@@ -727,10 +628,7 @@ fn peer_resets_mid_message() {
     while start.elapsed() < Duration::from_millis(30) {
         b.poll_cq(&mut out, 1).unwrap();
     }
-    socket2::SockRef::from(&raw.stream)
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
-    drop(raw);
+    raw.reset();
     let w = wait_one(&mut b);
     assert_eq!(
         (w.wr_id, w.status, w.byte_len),
@@ -738,15 +636,7 @@ fn peer_resets_mid_message() {
     );
     assert_eq!(b.state(), QpState::Error);
     // Sending on the reset connection fails too, without a signal killing the process.
-    assert!(b
-        .post_send(SendWr {
-            wr_id: 5,
-            opcode: SendOpcode::Send,
-            data: b"x",
-            ah: None,
-            signaled: true,
-        })
-        .is_err());
+    assert!(post_x(&mut b, 5, None).is_err());
 }
 
 #[test]
@@ -757,10 +647,7 @@ fn send_to_a_reset_peer_completes_in_error() {
     let mut qp = QueuePair::create(QpType::Rc, QpConfig::default()).unwrap();
     qp.connect(addr, &[]).unwrap();
     let (raw, _) = peer.join().unwrap();
-    socket2::SockRef::from(&raw.stream)
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
-    drop(raw);
+    raw.reset();
     thread::sleep(Duration::from_millis(20));
     let data = vec![1u8; 100_000];
     let start = Instant::now();
@@ -787,14 +674,7 @@ fn send_to_a_reset_peer_completes_in_error() {
 
 #[test]
 fn crc_error_breaks_the_connection() {
-    let (addr, t) = accept_in_thread(QpConfig::default());
-    let (mut raw, _) = RawPeer::connect(addr, false, true, 2);
-    let mut b = t.join().unwrap();
-    b.post_recv(RecvWr {
-        wr_id: 1,
-        buf: vec![0; 1000],
-    })
-    .unwrap();
+    let (mut raw, mut b) = raw_initiator(true, 1);
     let mut fpdu = raw.fpdu(send_seg(1, 0, true), &[7; 64]);
     fpdu[30] ^= 0x10;
     raw.stream.write_all(&fpdu).unwrap();
@@ -817,14 +697,7 @@ fn crc_error_breaks_the_connection() {
 
 #[test]
 fn out_of_sequence_msn_breaks_the_connection() {
-    let (addr, t) = accept_in_thread(QpConfig::default());
-    let (mut raw, _) = RawPeer::connect(addr, false, false, 2);
-    let mut b = t.join().unwrap();
-    b.post_recv(RecvWr {
-        wr_id: 1,
-        buf: vec![0; 1000],
-    })
-    .unwrap();
+    let (mut raw, mut b) = raw_initiator(false, 1);
     let fpdu = raw.fpdu(send_seg(2, 0, true), &[7; 64]);
     raw.stream.write_all(&fpdu).unwrap();
     let w = wait_one(&mut b);

@@ -1,8 +1,11 @@
 //! UD queue pairs over real loopback UDP sockets: every byte checked, every wait bounded.
 
-use std::net::{SocketAddr, UdpSocket};
+mod common;
+
+use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
+use common::*;
 use iwarp::crc;
 use iwarp::verbs::*;
 use iwarp::wire::datagram::{self, qn_for};
@@ -10,10 +13,6 @@ use iwarp::wire::ddp::Placement;
 use iwarp::wire::rdmap::{Opcode, SegmentRepr};
 
 const DEADLINE: Duration = Duration::from_secs(10);
-
-fn localhost() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
 
 fn ud_pair(config: QpConfig) -> (QueuePair, QueuePair) {
     let mut a = QueuePair::create(QpType::Ud, config.clone()).unwrap();
@@ -27,30 +26,9 @@ fn ah_of(qp: &QueuePair) -> AddressHandle {
     AddressHandle::new(qp.local_addr().unwrap(), qp.qpn())
 }
 
-/// A payload that differs for every size and position.
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(31)
-                .wrapping_add(seed as u32 * 7 + (i >> 8) as u32) as u8
-        })
-        .collect()
-}
-
 /// Polls until one completion arrives; panics after the deadline.
 fn wait_one(qp: &mut QueuePair) -> WorkCompletion {
-    let start = Instant::now();
-    let mut out = Vec::with_capacity(4);
-    loop {
-        if qp.poll_cq(&mut out, 1).unwrap() == 1 {
-            return out.pop().unwrap();
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "no completion within {DEADLINE:?}"
-        );
-    }
+    wait_one_within(qp, DEADLINE)
 }
 
 /// Polls for a while and asserts that nothing completes.
@@ -96,11 +74,7 @@ fn roundtrip_all_sizes(config: QpConfig) {
         let data = pattern(size, i as u8);
         // Alternate a buffer of exactly the message size with the largest one.
         let buf_len = if i % 2 == 0 { size } else { max };
-        b.post_recv(RecvWr {
-            wr_id: 1000 + i as u64,
-            buf: vec![0xEE; buf_len],
-        })
-        .unwrap();
+        post_buf(&mut b, 1000 + i as u64, vec![0xEE; buf_len]);
         send(&mut a, ah_of(&b), i as u64, &data);
         let wc = wait_one(&mut b);
         assert_eq!(wc.wr_id, 1000 + i as u64);
@@ -134,16 +108,8 @@ fn all_sizes_without_crc() {
 #[test]
 fn both_directions_and_solicited() {
     let (mut a, mut b) = ud_pair(QpConfig::default());
-    a.post_recv(RecvWr {
-        wr_id: 1,
-        buf: vec![0; 64],
-    })
-    .unwrap();
-    b.post_recv(RecvWr {
-        wr_id: 2,
-        buf: vec![0; 64],
-    })
-    .unwrap();
+    post_buf(&mut a, 1, vec![0; 64]);
+    post_buf(&mut b, 2, vec![0; 64]);
     a.post_send(SendWr {
         wr_id: 3,
         opcode: SendOpcode::SendSolicited,
@@ -181,7 +147,7 @@ fn receive_buffer_too_small() {
         let mut buf = Vec::with_capacity(128);
         buf.resize(buf_len, 0xEE);
         let (ptr, cap) = (buf.as_ptr(), buf.capacity());
-        b.post_recv(RecvWr { wr_id: 7, buf }).unwrap();
+        post_buf(&mut b, 7, buf);
         send(&mut a, ah_of(&b), 1, &data);
         let wc = wait_one(&mut b);
         assert_eq!(wc.status, WcStatus::LocalLengthError, "buffer {buf_len}");
@@ -197,30 +163,18 @@ fn receive_buffer_too_small() {
     }
     // Buffers that hold the payload but not (all of) the CRC behind it still succeed.
     for buf_len in [100usize, 101, 102, 103, 104, 105] {
-        b.post_recv(RecvWr {
-            wr_id: 8,
-            buf: vec![0xEE; buf_len],
-        })
-        .unwrap();
+        post_buf(&mut b, 8, vec![0xEE; buf_len]);
         send(&mut a, ah_of(&b), 2, &data);
         let wc = wait_one(&mut b);
         assert_eq!(wc.status, WcStatus::Success, "buffer {buf_len}");
         assert_eq!(wc.data(), &data[..]);
     }
     // 0-byte message into a 0-byte buffer; 1 byte into it is too long.
-    b.post_recv(RecvWr {
-        wr_id: 9,
-        buf: Vec::new(),
-    })
-    .unwrap();
+    post_buf(&mut b, 9, Vec::new());
     send(&mut a, ah_of(&b), 3, &[]);
     let wc = wait_one(&mut b);
     assert_eq!((wc.status, wc.byte_len), (WcStatus::Success, 0));
-    b.post_recv(RecvWr {
-        wr_id: 10,
-        buf: Vec::new(),
-    })
-    .unwrap();
+    post_buf(&mut b, 10, Vec::new());
     send(&mut a, ah_of(&b), 4, &[1]);
     let wc = wait_one(&mut b);
     assert_eq!((wc.status, wc.byte_len), (WcStatus::LocalLengthError, 1));
@@ -247,11 +201,7 @@ fn bad_datagrams_go_to_the_error_queue() {
     let raw = UdpSocket::bind(localhost()).unwrap();
     let raw_addr = raw.local_addr().unwrap();
     // One posted receive: none of the bad datagrams may consume it.
-    b.post_recv(RecvWr {
-        wr_id: 42,
-        buf: vec![0; 256],
-    })
-    .unwrap();
+    post_buf(&mut b, 42, vec![0; 256]);
 
     let mut bad_crc = datagram_to(b.qpn(), 5, b"payload", true);
     bad_crc[20] ^= 1;
@@ -339,11 +289,7 @@ fn crc_off_ignores_the_trailer() {
     .unwrap();
     let b_addr = b.bind_udp(localhost()).unwrap();
     let raw = UdpSocket::bind(localhost()).unwrap();
-    b.post_recv(RecvWr {
-        wr_id: 1,
-        buf: vec![0; 16],
-    })
-    .unwrap();
+    post_buf(&mut b, 1, vec![0; 16]);
     let mut d = datagram_to(b.qpn(), 1, b"abc", true);
     let n = d.len();
     d[n - 1] ^= 0xff;
@@ -390,11 +336,7 @@ fn datagram_waits_in_the_socket_until_a_receive_is_posted() {
     let (mut a, mut b) = ud_pair(QpConfig::default());
     send(&mut a, ah_of(&b), 1, b"early");
     expect_nothing(&mut b, Duration::from_millis(30));
-    b.post_recv(RecvWr {
-        wr_id: 2,
-        buf: vec![0; 8],
-    })
-    .unwrap();
+    post_buf(&mut b, 2, vec![0; 8]);
     let wc = wait_one(&mut b);
     assert_eq!((wc.wr_id, wc.data()), (2, &b"early"[..]));
 }
@@ -416,15 +358,7 @@ fn message_too_large_and_missing_ah() {
         matches!(err, VerbsError::MessageTooLarge { len, max } if len == big.len() && max == a.ud_max_payload()),
         "{err:?}"
     );
-    let err = a
-        .post_send(SendWr {
-            wr_id: 2,
-            opcode: SendOpcode::Send,
-            data: b"x",
-            ah: None,
-            signaled: true,
-        })
-        .unwrap_err();
+    let err = post_x(&mut a, 2, None).unwrap_err();
     assert!(matches!(err, VerbsError::MissingAddressHandle), "{err:?}");
     // Refused WRs took no slot and left no completion.
     assert_eq!(a.send_queue_space(), QpConfig::default().max_send_wr);
@@ -439,33 +373,12 @@ fn queue_limits() {
         ..QpConfig::default()
     };
     let (mut a, mut b) = ud_pair(config);
-    let to = ah_of(&b);
-    let wr = |wr_id| SendWr {
-        wr_id,
-        opcode: SendOpcode::Send,
-        data: b"abc",
-        ah: Some(to),
-        signaled: true,
-    };
-    a.post_send(wr(1)).unwrap();
-    a.post_send(wr(2)).unwrap();
-    // Two completions not yet polled hold both slots.
-    assert!(matches!(a.post_send(wr(3)), Err(VerbsError::QueueFull)));
-    let mut out = Vec::new();
-    assert_eq!(a.poll_cq(&mut out, 8).unwrap(), 2);
+    let to = Some(ah_of(&b));
+    let out = fill_send_queue_of_two(&mut a, to);
     assert_eq!(out.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [1, 2]);
-    a.post_send(wr(3)).unwrap();
 
-    b.post_recv(RecvWr {
-        wr_id: 10,
-        buf: vec![0; 8],
-    })
-    .unwrap();
-    b.post_recv(RecvWr {
-        wr_id: 11,
-        buf: vec![0; 8],
-    })
-    .unwrap();
+    post_buf(&mut b, 10, vec![0; 8]);
+    post_buf(&mut b, 11, vec![0; 8]);
     let (err, back) = b
         .try_post_recv(RecvWr {
             wr_id: 12,
@@ -475,14 +388,10 @@ fn queue_limits() {
     assert!(matches!(err, VerbsError::QueueFull));
     assert_eq!((back.wr_id, back.buf), (12, vec![1, 2, 3]));
     // Receives complete in posting order.
-    a.post_send(wr(4)).unwrap();
+    a.post_send(abc_send(4, to)).unwrap();
     let wcs: Vec<u64> = (0..2).map(|_| wait_one(&mut b).wr_id).collect();
     assert_eq!(wcs, [10, 11]);
-    b.post_recv(RecvWr {
-        wr_id: 12,
-        buf: vec![0; 8],
-    })
-    .unwrap();
+    post_buf(&mut b, 12, vec![0; 8]);
 }
 
 #[test]
@@ -493,31 +402,10 @@ fn states_and_types() {
     let mut ud = QueuePair::create(QpType::Ud, QpConfig::default()).unwrap();
     assert_eq!(ud.state(), QpState::Init);
     assert_eq!(ud.local_addr(), None);
-    let err = ud
-        .post_send(SendWr {
-            wr_id: 1,
-            opcode: SendOpcode::Send,
-            data: b"x",
-            ah: Some(AddressHandle::new(localhost(), 1)),
-            signaled: true,
-        })
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            VerbsError::InvalidState {
-                state: QpState::Init,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    let err = post_x(&mut ud, 1, Some(AddressHandle::new(localhost(), 1))).unwrap_err();
+    assert_invalid_state(&err, QpState::Init);
     // Receives may be posted before the socket is attached.
-    ud.post_recv(RecvWr {
-        wr_id: 5,
-        buf: vec![0; 4],
-    })
-    .unwrap();
+    post_buf(&mut ud, 5, vec![0; 4]);
     let err = ud.connect(localhost(), &[]).unwrap_err();
     assert!(matches!(err, VerbsError::WrongQpType { .. }), "{err:?}");
     let socket = UdpSocket::bind(localhost()).unwrap();
@@ -544,11 +432,7 @@ fn states_and_types() {
         (wc.wr_id, wc.status, wc.buf.unwrap().len()),
         (5, WcStatus::FlushError, 4)
     );
-    ud.post_recv(RecvWr {
-        wr_id: 6,
-        buf: vec![0; 2],
-    })
-    .unwrap();
+    post_buf(&mut ud, 6, vec![0; 2]);
     let wc = wait_one(&mut ud);
     assert_eq!((wc.wr_id, wc.status), (6, WcStatus::FlushError));
 }
@@ -560,11 +444,7 @@ fn queue_pairs_can_move_between_threads() {
     assert_send::<WorkCompletion>();
     let (mut a, mut b) = ud_pair(QpConfig::default());
     let to = ah_of(&b);
-    b.post_recv(RecvWr {
-        wr_id: 1,
-        buf: vec![0; 8],
-    })
-    .unwrap();
+    post_buf(&mut b, 1, vec![0; 8]);
     let t = std::thread::spawn(move || {
         send(&mut a, to, 1, b"moved");
         a
@@ -605,11 +485,7 @@ fn error_queue_catches_corrupted_datagrams_under_faults() {
     assert!(f.corrupted > 60 && f.duplicated > 20, "{f:?}");
     assert_eq!(b.fault_stats(), Some(FaultStats::default()));
     for i in 0..32 {
-        b.post_recv(RecvWr {
-            wr_id: i,
-            buf: vec![0; 1000],
-        })
-        .unwrap();
+        post_buf(&mut b, i, vec![0; 1000]);
     }
     // Every datagram arrives (loopback, large buffers): intact, or caught by the CRC.
     let (mut intact, mut errors) = (0u64, 0u64);
@@ -626,11 +502,7 @@ fn error_queue_catches_corrupted_datagrams_under_faults() {
                 "a corrupted datagram got through"
             );
             intact += 1;
-            b.post_recv(RecvWr {
-                wr_id: 0,
-                buf: wc.buf.unwrap(),
-            })
-            .unwrap();
+            post_buf(&mut b, 0, wc.buf.unwrap());
         }
         while let Some(e) = b.poll_error() {
             assert!(matches!(e.kind, UdErrorKind::BadCrc { .. }), "{e:?}");

@@ -1,0 +1,92 @@
+//! Helpers shared by the verbs integration tests (`verbs_ud`, `verbs_rc`).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use iwarp::verbs::*;
+
+/// Loopback with port 0: bind or listen here to get a free port.
+pub fn localhost() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// A payload that differs for every size and position.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(31)
+                .wrapping_add(seed as u32 * 7 + (i >> 8) as u32) as u8
+        })
+        .collect()
+}
+
+/// Polls until one completion arrives; panics after `deadline`.
+pub fn wait_one_within(qp: &mut QueuePair, deadline: Duration) -> WorkCompletion {
+    let start = Instant::now();
+    let mut out = Vec::with_capacity(4);
+    loop {
+        if qp.poll_cq(&mut out, 1).unwrap() == 1 {
+            return out.pop().unwrap();
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "no completion within {deadline:?}"
+        );
+    }
+}
+
+/// Posts a receive into `buf`.
+pub fn post_buf(qp: &mut QueuePair, wr_id: u64, buf: Vec<u8>) {
+    qp.post_recv(RecvWr { wr_id, buf }).unwrap();
+}
+
+/// Posts a signaled one-byte send (`b"x"`), for checking what a queue pair refuses.
+pub fn post_x(qp: &mut QueuePair, wr_id: u64, ah: Option<AddressHandle>) -> Result<(), VerbsError> {
+    qp.post_send(SendWr {
+        wr_id,
+        opcode: SendOpcode::Send,
+        data: b"x",
+        ah,
+        signaled: true,
+    })
+}
+
+/// Asserts that `err` is `InvalidState` naming `state`.
+pub fn assert_invalid_state(err: &VerbsError, want: QpState) {
+    assert!(
+        matches!(err, VerbsError::InvalidState { state, .. } if *state == want),
+        "{err:?}"
+    );
+}
+
+/// A signaled send of `b"abc"`.
+pub fn abc_send(wr_id: u64, ah: Option<AddressHandle>) -> SendWr<'static> {
+    SendWr {
+        wr_id,
+        opcode: SendOpcode::Send,
+        data: b"abc",
+        ah,
+        signaled: true,
+    }
+}
+
+/// For a queue pair with a send queue of two: posts sends 1 and 2, checks that send 3 is
+/// refused while their completions are unpolled, polls both, then posts send 3. Returns the
+/// two polled completions.
+pub fn fill_send_queue_of_two(
+    qp: &mut QueuePair,
+    ah: Option<AddressHandle>,
+) -> Vec<WorkCompletion> {
+    qp.post_send(abc_send(1, ah)).unwrap();
+    qp.post_send(abc_send(2, ah)).unwrap();
+    // Two completions not yet polled hold both slots.
+    assert!(matches!(
+        qp.post_send(abc_send(3, ah)),
+        Err(VerbsError::QueueFull)
+    ));
+    let mut out = Vec::new();
+    assert_eq!(qp.poll_cq(&mut out, 8).unwrap(), 2);
+    qp.post_send(abc_send(3, ah)).unwrap();
+    out
+}
