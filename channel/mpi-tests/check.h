@@ -13,8 +13,8 @@
  *
  * A failed check prints "[name rank R/N] FAIL file:line: ..." and calls MPI_Abort(..., 1).
  * The watchdog (alarm + SIGALRM) prints "[name rank R/N] WATCHDOG ... phase: ...; waiting for: ..."
- * on every rank still running, then _exit(T_EXIT_WATCHDOG) without MPI (the launcher kills the
- * rest). A program that passes exits 0.
+ * on every rank still running, waits 5 s (so that every rank's line gets out before the launcher
+ * kills the rest) and _exit(T_EXIT_WATCHDOG) without MPI. A program that passes exits 0.
  */
 #ifndef DIWARP_MPI_TESTS_CHECK_H
 #define DIWARP_MPI_TESTS_CHECK_H
@@ -93,44 +93,72 @@ static const char *t_utoa(unsigned v, char *buf, size_t len) { /* async-signal-s
     return buf + i;
 }
 
+static char t_alarm_line[1024];
+static size_t t_alarm_len;
+
+static void t_cat(const char *s) { /* async-signal-safe append to t_alarm_line */
+    while (*s && t_alarm_len < sizeof t_alarm_line - 2) t_alarm_line[t_alarm_len++] = *s++;
+}
+
 static void t_on_alarm(int sig) {
     char num[32];
     (void)sig;
-    t_write(t_prefix);
-    t_write(" WATCHDOG: still running after ");
-    t_write(t_utoa(t_watchdog_s, num, sizeof num));
-    t_write(" s; phase: ");
-    t_write(t_phase_buf[t_phase_cur]);
-    t_write("; waiting for: ");
-    t_write(t_wait_buf[t_wait_cur][0] ? t_wait_buf[t_wait_cur] : "(nothing recorded)");
+    t_alarm_len = 0;
+    t_cat(t_prefix);
+    t_cat(" WATCHDOG: still running after ");
+    t_cat(t_utoa(t_watchdog_s, num, sizeof num));
+    t_cat(" s; phase: ");
+    t_cat(t_phase_buf[t_phase_cur]);
+    t_cat("; waiting for: ");
+    t_cat(t_wait_buf[t_wait_cur][0] ? t_wait_buf[t_wait_cur] : "(nothing recorded)");
     if (t_call[0]) {
-        t_write(t_call_returned ? "; last MPI call (returned): " : "; inside MPI call: ");
-        t_write(t_call);
-        t_write(" at line ");
-        t_write(t_utoa((unsigned)t_call_line, num, sizeof num));
+        t_cat(t_call_returned ? "; last MPI call (returned): " : "; inside MPI call: ");
+        t_cat(t_call);
+        t_cat(" at line ");
+        t_cat(t_utoa((unsigned)t_call_line, num, sizeof num));
     }
-    t_write("\n");
+    t_alarm_line[t_alarm_len++] = '\n';
+    t_alarm_line[t_alarm_len] = '\0';
+    t_write(t_alarm_line); /* one write, so that ranks' lines do not interleave */
+    /* The launcher kills every rank as soon as one exits: give the others (whose alarms fire a
+     * little later) time to print their own line first. */
+    sleep(5);
     _exit(T_EXIT_WATCHDOG);
 }
 
 /* ---- failures ---- */
 
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        fprintf(stderr, "%s FAIL %s:%d: ", t_prefix, __FILE__, __LINE__);                      \
-        fprintf(stderr, __VA_ARGS__);                                                          \
-        fprintf(stderr, " [phase: %s]\n", t_phase_buf[t_phase_cur]);                           \
-        fflush(stderr);                                                                        \
-        MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-        _exit(1);                                                                              \
-    } while (0)
+/* One write per report, so that lines of different ranks do not interleave. */
+__attribute__((noreturn, format(printf, 4, 5))) static void t_fail(const char *cond, const char *file, int line,
+                                                                   const char *fmt, ...) {
+    char m[4096];
+    size_t o = 0;
+    int w;
+    va_list ap;
+#define T_ADV(w) (o += (w) < 0 ? 0 : (size_t)(w), o = o >= sizeof m ? sizeof m - 1 : o)
+    if (cond) {
+        w = snprintf(m + o, sizeof m - o, "%s check failed: %s\n", t_prefix, cond);
+        T_ADV(w);
+    }
+    w = snprintf(m + o, sizeof m - o, "%s FAIL %s:%d: ", t_prefix, file, line);
+    T_ADV(w);
+    va_start(ap, fmt);
+    w = vsnprintf(m + o, sizeof m - o, fmt, ap);
+    va_end(ap);
+    T_ADV(w);
+    w = snprintf(m + o, sizeof m - o, " [phase: %s]\n", t_phase_buf[t_phase_cur]);
+    T_ADV(w);
+#undef T_ADV
+    t_write(m);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+#define FAIL(...) t_fail(NULL, __FILE__, __LINE__, __VA_ARGS__)
 
 #define CHECK(cond, ...)                                                                       \
     do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s check failed: %s\n", t_prefix, #cond);                         \
-            FAIL(__VA_ARGS__);                                                                 \
-        }                                                                                      \
+        if (!(cond)) t_fail(#cond, __FILE__, __LINE__, __VA_ARGS__);                           \
     } while (0)
 
 /* Integer equality: prints both values. */
@@ -157,6 +185,14 @@ static void t_on_alarm(int sig) {
             FAIL("%s returned %d (class %d): %s", #call, rc_, ec_, es_);                       \
         }                                                                                      \
     } while (0)
+
+/* For calls whose error is the point (e.g. MPI_ERR_TRUNCATE): records the call like MPI(...)
+ * for the watchdog, and yields its return code. */
+static inline int t_rc(int rc) {
+    t_call_returned = 1;
+    return rc;
+}
+#define MPI_RC(call) (t_call_returned = 0, t_call = #call, t_call_line = __LINE__, t_rc(call))
 
 /* ---- deterministic data ---- */
 
@@ -230,10 +266,13 @@ static void msg_check_at(const void *buf, size_t n, uint64_t salt, int src, int 
     if (n >= sizeof(msg_hdr_t)) {
         msg_hdr_t h = {MSG_MAGIC, (uint32_t)src, (uint32_t)dst, (uint32_t)seq}, g;
         memcpy(&g, p, sizeof g);
-        if (memcmp(&h, &g, sizeof h) != 0) {
-            first = 0;
-            bad += sizeof h;
-            last = sizeof h - 1;
+        size_t b;
+        for (b = 0; b < sizeof h; b++) {
+            if (((const uint8_t *)&h)[b] != ((const uint8_t *)&g)[b]) {
+                if (first == (size_t)-1) first = b;
+                last = b;
+                bad++;
+            }
         }
     }
     for (i = start; i < words; i++) {
@@ -268,12 +307,10 @@ static void msg_check_at(const void *buf, size_t n, uint64_t salt, int src, int 
         }
         free(e);
         describe(buf, n, d, sizeof d);
-        fprintf(stderr,
-                "%s FAIL %s:%d: %s: message seq %llu from %d to %d (%zu bytes): %zu bytes differ, "
-                "first at offset %zu, last at %zu; %s\n    expected at %zu: %s\n    received at %zu: %s\n",
-                t_prefix, file, line, what, (unsigned long long)seq, src, dst, n, bad, first, last, d,
-                first, exp, first, got);
-        FAIL("%s: payload mismatch", what);
+        t_fail(NULL, file, line,
+               "%s: message seq %llu from %d to %d (%zu bytes): %zu bytes differ, first at offset %zu, "
+               "last at %zu; %s\n    expected at %zu: %s\n    received at %zu: %s\n   ",
+               what, (unsigned long long)seq, src, dst, n, bad, first, last, d, first, exp, first, got);
     }
 }
 #define msg_check(buf, n, salt, src, dst, seq, what)                                            \

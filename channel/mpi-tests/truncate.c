@@ -100,12 +100,12 @@ int main(int argc, char **argv) {
                     memset(rb, POISON, (size_t)cap + GUARD);
                     if (kase == 0) {
                         WAITING("MPI_Recv into %d bytes from %d", cap, peer);
-                        expect_truncate(MPI_Recv(rb, cap, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &st), what);
+                        expect_truncate(MPI_RC(MPI_Recv(rb, cap, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &st)), what);
                     } else if (kase == 1) {
                         MPI_Request rq;
                         MPI(MPI_Irecv(rb, cap, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq));
                         WAITING("MPI_Wait of a %d-byte receive from %d", cap, peer);
-                        expect_truncate(MPI_Wait(&rq, &st), what);
+                        expect_truncate(MPI_RC(MPI_Wait(&rq, &st)), what);
                     } else if (kase == 2) {
                         MPI_Request rq[2];
                         MPI_Status sts[2];
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
                         MPI(MPI_Irecv(gb, 1000, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[0]));
                         MPI(MPI_Irecv(rb, cap, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[1]));
                         WAITING("MPI_Waitall of a good and a truncated receive from %d", peer);
-                        rc = MPI_Waitall(2, rq, sts);
+                        rc = MPI_RC(MPI_Waitall(2, rq, sts));
                         if (!(skip_error_class && rc == MPI_SUCCESS)) {
                             CHECK(errclass(rc) == MPI_ERR_IN_STATUS,
                                   "%s: MPI_Waitall returned class %d, expected MPI_ERR_IN_STATUS (%d)",
@@ -134,14 +134,14 @@ int main(int argc, char **argv) {
                         MPI(MPI_Get_count(&st, MPI_BYTE, &count));
                         CHECK_EQ("MPI_Mprobe count of the message to truncate", n, count);
                         WAITING("MPI_Mrecv into %d bytes", cap);
-                        expect_truncate(MPI_Mrecv(rb, cap, MPI_BYTE, &m, &st), what);
+                        expect_truncate(MPI_RC(MPI_Mrecv(rb, cap, MPI_BYTE, &m, &st)), what);
                     } else {
                         MPI_Request rq;
                         MPI(MPI_Irecv(rb, cap, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq));
                         WAITING("MPI_Send of ready to %d", peer);
                         MPI(MPI_Send(NULL, 0, MPI_BYTE, peer, 3, MPI_COMM_WORLD));
                         WAITING("MPI_Wait of the posted %d-byte receive", cap);
-                        expect_truncate(MPI_Wait(&rq, &st), what);
+                        expect_truncate(MPI_RC(MPI_Wait(&rq, &st)), what);
                     }
                     if (!(skip_guard_large && n >= 65536)) check_guard(rb, (size_t)cap, what);
                     ntrunc++;
