@@ -161,8 +161,8 @@ fn limits_and_a_missing_address_handle() {
     assert_eq!(a.send_queue_space(), c.max_send_wr);
 }
 
-/// Drives a two-way exchange of `n` messages per direction with sizes from `size_of`,
-/// keeping `depth` receives posted and up to `max_send_wr` sends outstanding; checks every
+/// Drives a two-way exchange of `n` messages per direction with sizes from `size_of` (sent
+/// with `post_send` and `post_send_owned` in turn), keeping `depth` receives posted and up to `max_send_wr` sends outstanding; checks every
 /// message arrives once, intact, in order.
 fn exchange(a: &mut QueuePair, b: &mut QueuePair, n: u64, depth: usize, size_of: fn(u64) -> usize) {
     let max_size = (0..n).map(size_of).max().unwrap();
@@ -185,7 +185,20 @@ fn exchange(a: &mut QueuePair, b: &mut QueuePair, n: u64, depth: usize, size_of:
             while next_send[side] < n && qp.send_queue_space() > 0 {
                 let seq = next_send[side];
                 let data = pattern(size_of(seq), seq + side as u64 * 1_000_000);
-                send(qp, ah[side], seq, &data, seq % 3 == 0 || seq == n - 1);
+                let signaled = seq % 3 == 0 || seq == n - 1;
+                if seq % 2 == 0 {
+                    send(qp, ah[side], seq, &data, signaled);
+                } else {
+                    // Half the messages hand their buffer over instead of lending it.
+                    qp.post_send_owned(SendWrOwned {
+                        wr_id: seq,
+                        opcode: SendOpcode::Send,
+                        data: data.into(),
+                        ah: Some(ah[side]),
+                        signaled,
+                    })
+                    .unwrap();
+                }
                 next_send[side] += 1;
             }
             out.clear();

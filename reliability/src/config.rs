@@ -44,6 +44,11 @@ pub struct Config {
     pub min_rto: Duration,
     /// Ceiling of the retransmission timeout, backoff included.
     pub max_rto: Duration,
+    /// Floor of the tail-loss probe timeout (`2·SRTT + ack_delay`, at most the retransmission
+    /// timeout): when nothing is acknowledged for that long, the newest unacknowledged datagram
+    /// is resent asking for an immediate ACK, whose selective ACK then shows which datagrams of
+    /// the tail were lost. `Duration::ZERO` disables probes.
+    pub min_pto: Duration,
     /// A datagram is lost once this many datagrams sent after it are acknowledged.
     pub dup_thresh: u8,
     /// A peer that has sent nothing for this long while we have unacknowledged or queued data
@@ -70,6 +75,7 @@ impl Default for Config {
             initial_rto: Duration::from_millis(1),
             min_rto: Duration::from_millis(1),
             max_rto: Duration::from_millis(500),
+            min_pto: Duration::from_micros(100),
             dup_thresh: 3,
             idle_timeout: Duration::from_secs(30),
             checksum: true,

@@ -45,6 +45,22 @@ struct Entry {
     session: Session,
     tx_queued: bool,
     ev_queued: bool,
+    /// The earliest deadline of this session in the timer heap that has not been popped yet:
+    /// a later deadline needs no entry of its own (when this one pops, the session's real
+    /// deadline is pushed), so busy sessions do not flood the heap.
+    armed: Option<Instant>,
+}
+
+impl Entry {
+    /// Makes sure the heap holds an entry at or before the session's deadline.
+    fn arm(&mut self, timers: &mut BinaryHeap<Reverse<(Instant, u32)>>, id: u32) {
+        if let Some(t) = self.session.poll_timeout() {
+            if self.armed.map_or(true, |a| t < a) {
+                timers.push(Reverse((t, id)));
+                self.armed = Some(t);
+            }
+        }
+    }
 }
 
 /// Endpoint-wide counters (per-session ones are in each [`Session::stats`]).
@@ -66,6 +82,8 @@ pub struct Endpoint {
     tx_ready: VecDeque<u32>,
     ev_ready: VecDeque<u32>,
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// Scratch list of `handle_timeout`, kept to avoid an allocation per call.
+    due: Vec<u32>,
     recv_budget: Option<u32>,
     stats: EndpointStats,
 }
@@ -80,6 +98,7 @@ impl Endpoint {
             tx_ready: VecDeque::new(),
             ev_ready: VecDeque::new(),
             timers: BinaryHeap::new(),
+            due: Vec::new(),
             recv_budget: None,
             stats: EndpointStats::default(),
         })
@@ -128,9 +147,7 @@ impl Endpoint {
             e.ev_queued = true;
             ev_ready.push_back(id);
         }
-        if let Some(t) = e.session.poll_timeout() {
-            timers.push(Reverse((t, id)));
-        }
+        e.arm(timers, id);
     }
 
     /// The session with this local id, creating it with `ids` on first contact.
@@ -144,6 +161,7 @@ impl Endpoint {
                     session,
                     tx_queued: false,
                     ev_queued: false,
+                    armed: None,
                 },
             );
             self.stats.sessions_opened += 1;
@@ -183,10 +201,22 @@ impl Endpoint {
         now: Instant,
         data: impl Into<Bytes>,
     ) -> Result<MsgId, SendError> {
+        self.send_parts(local_id, now, Bytes::new(), data.into())
+    }
+
+    /// Queues the message `head` then `body` on an open session, without joining them (see
+    /// [`Session::send_parts`]).
+    pub fn send_parts(
+        &mut self,
+        local_id: u32,
+        now: Instant,
+        head: Bytes,
+        body: Bytes,
+    ) -> Result<MsgId, SendError> {
         let Some(e) = self.sessions.get_mut(&local_id) else {
             return Err(SendError::PeerFailed);
         };
-        let r = e.session.send(now, data);
+        let r = e.session.send_parts(now, head, body);
         Self::touch(
             &mut self.tx_ready,
             &mut self.ev_ready,
@@ -260,9 +290,7 @@ impl Endpoint {
                 // Round robin: a busy session yields to the next one after each datagram.
                 self.tx_ready.pop_front();
                 self.tx_ready.push_back(id);
-                if let Some(t) = e.session.poll_timeout() {
-                    self.timers.push(Reverse((t, id)));
-                }
+                e.arm(&mut self.timers, id);
                 return Some((id, t));
             }
             e.tx_queued = false;
@@ -286,15 +314,19 @@ impl Endpoint {
             if let Some(t) = e.session.poll_transmit_gather(now, header) {
                 self.tx_ready.pop_front();
                 self.tx_ready.push_back(id);
-                if let Some(t) = e.session.poll_timeout() {
-                    self.timers.push(Reverse((t, id)));
-                }
+                e.arm(&mut self.timers, id);
                 return Some((id, t));
             }
             e.tx_queued = false;
             self.tx_ready.pop_front();
         }
         None
+    }
+
+    /// Whether some session may have a datagram or an event to poll (the ready lists are not
+    /// empty): when false, `poll_transmit*` and `poll_event` would return `None` at once.
+    pub fn has_pending(&self) -> bool {
+        !self.tx_ready.is_empty() || !self.ev_ready.is_empty()
     }
 
     /// Next event of any session, with its local id.
@@ -323,17 +355,22 @@ impl Endpoint {
     pub fn handle_timeout(&mut self, now: Instant) {
         // Collect first: a handled session may report a deadline that is still due (an ACK
         // waiting for `poll_transmit`), and looping on the heap would spin on it.
-        let mut due = Vec::new();
+        let mut due = std::mem::take(&mut self.due);
         while let Some(&Reverse((t, id))) = self.timers.peek() {
             if t > now {
                 break;
             }
             self.timers.pop();
+            if let Some(e) = self.sessions.get_mut(&id) {
+                if e.armed == Some(t) {
+                    e.armed = None;
+                }
+            }
             if !due.contains(&id) {
                 due.push(id);
             }
         }
-        for id in due {
+        for id in due.drain(..) {
             let Some(e) = self.sessions.get_mut(&id) else {
                 continue;
             };
@@ -348,10 +385,11 @@ impl Endpoint {
                         e,
                     );
                 }
-                Some(t) => self.timers.push(Reverse((t, id))),
+                Some(_) => e.arm(&mut self.timers, id),
                 None => {}
             }
         }
+        self.due = due;
         self.compact_timers();
     }
 
@@ -364,11 +402,11 @@ impl Endpoint {
     }
 
     fn rebuild_timers(&mut self) {
-        self.timers = self
-            .sessions
-            .iter()
-            .filter_map(|(&id, e)| e.session.poll_timeout().map(|t| Reverse((t, id))))
-            .collect();
+        self.timers.clear();
+        for (&id, e) in self.sessions.iter_mut() {
+            e.armed = None;
+            e.arm(&mut self.timers, id);
+        }
     }
 
     /// Endpoint counters.
@@ -385,7 +423,8 @@ impl Endpoint {
     pub fn memory(&self) -> usize {
         let own = self.sessions.capacity() * (core::mem::size_of::<(u32, Entry)>() + 1)
             + (self.tx_ready.capacity() + self.ev_ready.capacity()) * 4
-            + self.timers.capacity() * core::mem::size_of::<Reverse<(Instant, u32)>>();
+            + self.timers.capacity() * core::mem::size_of::<Reverse<(Instant, u32)>>()
+            + self.due.capacity() * 4;
         own + self
             .sessions
             .values()

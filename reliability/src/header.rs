@@ -285,7 +285,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return true;
         }
         let (body, crc) = b.split_at(b.len() - CRC_LEN);
-        crc32c::crc32c(body).to_le_bytes() == crc
+        crate::crc::crc32c(&[body]).to_le_bytes() == crc
     }
 }
 
@@ -539,7 +539,25 @@ impl Repr {
 
 /// The CRC32c trailer for a datagram made of `header` then `payload`.
 pub fn checksum(header: &[u8], payload: &[u8]) -> [u8; CRC_LEN] {
-    crc32c::crc32c_append(crc32c::crc32c(header), payload).to_le_bytes()
+    checksum_parts(header, payload, &[])
+}
+
+/// The CRC32c trailer for a datagram made of `header`, `payload` and `tail`.
+pub fn checksum_parts(header: &[u8], payload: &[u8], tail: &[u8]) -> [u8; CRC_LEN] {
+    // Each call into the CRC library has a fixed cost that dwarfs a few dozen bytes: a small
+    // datagram is joined on the stack and summed in one call.
+    const JOIN: usize = 256;
+    let len = header.len() + payload.len() + tail.len();
+    if len <= JOIN {
+        let mut buf = [0u8; JOIN];
+        let mut at = 0;
+        for part in [header, payload, tail] {
+            buf[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        return crate::crc::crc32c(&[&buf[..len]]).to_le_bytes();
+    }
+    crate::crc::crc32c(&[header, payload, tail]).to_le_bytes()
 }
 
 /// Appends one COALESCED entry (length prefix, then bytes) to `out`.

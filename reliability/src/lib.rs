@@ -8,6 +8,7 @@
 //! in each datagram's [header]. See the crate README for the protocol and its defaults.
 
 pub mod config;
+mod crc;
 pub mod endpoint;
 pub mod header;
 pub mod reassembly;

@@ -68,6 +68,16 @@ impl RttEstimator {
         raw.clamp(config.min_rto, config.max_rto.max(config.min_rto))
     }
 
+    /// The tail-loss probe timeout: `2·SRTT` plus the peer's ACK delay (assumed to be ours),
+    /// at least `min_pto` and at most the retransmission timeout; `initial_rto` before a sample.
+    pub fn pto(&self, config: &Config) -> Duration {
+        let raw = match self.srtt {
+            None => config.initial_rto,
+            Some(srtt) => srtt * 2 + config.ack_delay,
+        };
+        raw.max(config.min_pto).min(self.rto(config))
+    }
+
     /// The timeout after `backoff` consecutive expiries: doubled each time, capped at `max_rto`.
     pub fn backed_off(&self, config: &Config, backoff: u32) -> Duration {
         let base = self.rto(config);

@@ -20,6 +20,17 @@ use bytes::Bytes;
 
 use crate::config::{Config, MAX_DUP_THRESH};
 use crate::header::{push_entry, Body, ENTRY_LEN_LEN, SACK_BITS};
+
+/// Appends one COALESCED entry made of `head` then `data`.
+fn push_entry_parts(out: &mut Vec<u8>, head: &[u8], data: &[u8]) {
+    if head.is_empty() {
+        return push_entry(out, data);
+    }
+    let len = u16::try_from(head.len() + data.len()).expect("entries are at most u16::MAX bytes");
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(head);
+    out.extend_from_slice(data);
+}
 use crate::rtt::RttEstimator;
 use crate::seq::{MsgId, Seq};
 use crate::stats::Stats;
@@ -31,20 +42,54 @@ pub(crate) const MSG_OVERHEAD: usize = 64;
 /// Marks an empty slot of the recent-retransmission ring.
 const NO_RETX: u32 = u32::MAX;
 
-/// A message waiting to be (fully) sent.
+/// A message waiting to be (fully) sent: `head` then `data` (a small header the caller puts in
+/// front of a large buffer it handed over, so the buffer need not be copied to make room for it;
+/// `head` is empty for messages that travel whole).
 #[derive(Debug)]
 struct Outgoing {
     id: MsgId,
+    head: Bytes,
     data: Bytes,
     /// Bytes already cut into segments.
     sent: usize,
 }
 
+impl Outgoing {
+    fn len(&self) -> usize {
+        self.head.len() + self.data.len()
+    }
+
+    /// Bytes `at..at + len` of the message, in at most two shared pieces.
+    fn slice(&self, at: usize, len: usize) -> (Bytes, Bytes) {
+        let h = self.head.len();
+        let end = at + len;
+        if at >= h {
+            return (self.data.slice(at - h..end - h), Bytes::new());
+        }
+        let first = self.head.slice(at..end.min(h));
+        let second = if end > h {
+            self.data.slice(..end - h)
+        } else {
+            Bytes::new()
+        };
+        (first, second)
+    }
+}
+
 /// The payload of one datagram, kept for retransmission; the `Bytes` share the caller's buffer.
+/// On the wire it is `data` then `tail` (`tail` is empty unless a segment spans a message's
+/// head and body).
 #[derive(Debug, Clone)]
 pub(crate) struct Payload {
     pub(crate) body: Body,
     pub(crate) data: Bytes,
+    pub(crate) tail: Bytes,
+}
+
+impl Payload {
+    pub(crate) fn len(&self) -> usize {
+        self.data.len() + self.tail.len()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +148,11 @@ pub(crate) struct Sender {
     acked_top: [u64; MAX_DUP_THRESH as usize],
     rto_at: Option<Instant>,
     backoff: u32,
+    /// When the flight, quiet since its newest transmission, gets a tail-loss probe.
+    tlp_at: Option<Instant>,
+    /// The probe outstanding: the datagram resent. At most one per tail: the next is armed
+    /// once an ACK brings news.
+    tlp: Option<Seq>,
     /// When a datagram already overtaken by `dup_thresh` others outlives the reordering window.
     loss_at: Option<Instant>,
     reo_wnd: Duration,
@@ -137,6 +187,8 @@ impl Sender {
             acked_top: [0; MAX_DUP_THRESH as usize],
             rto_at: None,
             backoff: 0,
+            tlp_at: None,
+            tlp: None,
             loss_at: None,
             reo_wnd: Duration::ZERO,
             clean_acks: 0,
@@ -151,13 +203,33 @@ impl Sender {
         self.charged == 0 || self.charged + len + MSG_OVERHEAD <= config.max_send_buffer
     }
 
-    pub(crate) fn push(&mut self, data: Bytes) -> MsgId {
+    /// Queues the message `head` then `data`.
+    pub(crate) fn push(&mut self, head: Bytes, data: Bytes) -> MsgId {
         let id = self.next_msg;
         self.next_msg = id.next();
-        self.queued_bytes += data.len();
-        self.charged += data.len() + MSG_OVERHEAD;
-        self.queue.push_back(Outgoing { id, data, sent: 0 });
+        let m = Outgoing {
+            id,
+            head,
+            data,
+            sent: 0,
+        };
+        self.queued_bytes += m.len();
+        self.charged += m.len() + MSG_OVERHEAD;
+        self.queue.push_back(m);
         id
+    }
+
+    /// Whether the queues hold memory.
+    pub(crate) fn holds_memory(&self) -> bool {
+        self.flight.capacity() + self.queue.capacity() > 0
+    }
+
+    /// Gives the queues' memory back if nothing is queued or unacknowledged.
+    pub(crate) fn release(&mut self) {
+        if self.is_idle() {
+            self.flight = VecDeque::new();
+            self.queue = VecDeque::new();
+        }
     }
 
     /// Nothing queued and nothing unacknowledged.
@@ -173,12 +245,10 @@ impl Sender {
         self.nxt
     }
 
-    /// The earliest of the retransmission timer and the reordering-window timer.
+    /// The earliest of the retransmission, tail-loss probe and reordering-window timers.
     pub(crate) fn timer(&self) -> Option<Instant> {
-        match (self.rto_at, self.loss_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let t = crate::session::earliest(self.rto_at, self.loss_at);
+        crate::session::earliest(t, self.tlp_at)
     }
 
     pub(crate) fn reo_wnd(&self) -> Duration {
@@ -229,10 +299,14 @@ impl Sender {
             e.tx_count += 1;
             stats.retransmits += 1;
             let seq = self.una.add(i as u32);
-            let waited = now.saturating_duration_since(e.first_sent).as_micros();
-            self.recent_retx[usize::from(self.recent_pos)] =
-                (seq, waited.min(u128::from(NO_RETX - 1)) as u32);
-            self.recent_pos = (self.recent_pos + 1) % self.recent_retx.len() as u8;
+            // A probe resends a datagram that is only *probably* lost; its original turning up
+            // later says nothing about reordering.
+            if self.tlp != Some(seq) {
+                let waited = now.saturating_duration_since(e.first_sent).as_micros();
+                self.recent_retx[usize::from(self.recent_pos)] =
+                    (seq, waited.min(u128::from(NO_RETX - 1)) as u32);
+                self.recent_pos = (self.recent_pos + 1) % self.recent_retx.len() as u8;
+            }
             Outbound {
                 seq,
                 payload: e.payload.clone(),
@@ -246,7 +320,7 @@ impl Sender {
             self.tx_stamp += 1;
             let seq = self.nxt;
             self.nxt = seq.add(1);
-            self.flight_bytes += payload.data.len();
+            self.flight_bytes += payload.len();
             self.flight.push_back(InFlight {
                 payload: payload.clone(),
                 sent_at: now,
@@ -257,11 +331,13 @@ impl Sender {
                 completes,
             });
             stats.data_sent += 1;
+            let full = !self.window_open(config);
+            stats.window_full += u64::from(full);
             Outbound {
                 seq,
                 payload,
                 retransmit: false,
-                ack_req: !self.window_open(config),
+                ack_req: full,
             }
         } else {
             return None;
@@ -269,6 +345,7 @@ impl Sender {
         if self.rto_at.is_none() {
             self.rto_at = Some(now + rtt.backed_off(config, self.backoff));
         }
+        self.arm_tlp(Some(now), config, rtt);
         Some(out)
     }
 
@@ -283,10 +360,10 @@ impl Sender {
     fn cut(&mut self, config: &Config) -> (Payload, Option<MsgId>) {
         let inline = config.effective_inline_limit();
         let front = self.queue.front_mut().expect("cut on an empty queue");
-        let len = front.data.len();
+        let len = front.len();
         if len > inline {
             let take = config.segment_payload().min(len - front.sent);
-            let data = front.data.slice(front.sent..front.sent + take);
+            let (data, tail) = front.slice(front.sent, take);
             let body = Body::Segment {
                 msg: front.id,
                 offset: front.sent as u32,
@@ -299,13 +376,13 @@ impl Sender {
             if last {
                 self.queue.pop_front();
             }
-            return (Payload { body, data }, last.then_some(msg));
+            return (Payload { body, data, tail }, last.then_some(msg));
         }
         let room = config.coalesced_room();
         let mut count = 0usize;
         let mut used = 0usize;
         for m in &self.queue {
-            let l = m.data.len();
+            let l = m.len();
             if l > inline || used + ENTRY_LEN_LEN + l > room || count == usize::from(u16::MAX) {
                 break;
             }
@@ -314,16 +391,27 @@ impl Sender {
         }
         if count <= 1 {
             let m = self.queue.pop_front().expect("front exists");
-            self.queued_bytes -= m.data.len();
+            self.queued_bytes -= m.len();
             let body = Body::Single { msg: m.id };
-            return (Payload { body, data: m.data }, Some(m.id));
+            let data = if m.head.is_empty() {
+                m.data
+            } else {
+                // Only reachable with a head on a message short enough to travel whole, which
+                // `Session::send_parts` joins up front; kept correct all the same.
+                let mut v = Vec::with_capacity(m.len());
+                v.extend_from_slice(&m.head);
+                v.extend_from_slice(&m.data);
+                Bytes::from(v)
+            };
+            let tail = Bytes::new();
+            return (Payload { body, data, tail }, Some(m.id));
         }
         let mut buf = Vec::with_capacity(used);
         let first = self.queue.front().expect("front exists").id;
         for _ in 0..count {
             let m = self.queue.pop_front().expect("counted above");
-            self.queued_bytes -= m.data.len();
-            push_entry(&mut buf, &m.data);
+            self.queued_bytes -= m.len();
+            push_entry_parts(&mut buf, &m.head, &m.data);
         }
         // The entries gained length prefixes; charge them, as the ACK releases the whole body.
         self.charged += ENTRY_LEN_LEN * count;
@@ -332,7 +420,11 @@ impl Sender {
             count: count as u16,
         };
         let data = Bytes::from(buf);
-        (Payload { body, data }, Some(first.add(count as u32 - 1)))
+        let tail = Bytes::new();
+        (
+            Payload { body, data, tail },
+            Some(first.add(count as u32 - 1)),
+        )
     }
 
     /// Processes the ACK fields of an accepted datagram. `Err` if it acknowledges data never sent.
@@ -356,11 +448,16 @@ impl Sender {
             self.right_edge = ack.add(u32::from(credit.max(1)));
         }
         let mut progress = false;
-        // (tx_order, sent_at) of the newest datagram sent once among those acknowledged now.
-        let mut sample: Option<(u64, Instant)> = None;
+        // The newest transmission acknowledged now: (tx_order, its send time if it was the
+        // datagram's only one). An ACK releases everything the receiver got up to its
+        // cumulative point, and when a retransmission fills a hole that includes datagrams that
+        // arrived long before (beyond the SACK bitmap's reach) but were never reported: their
+        // send times say nothing about the path. So only the newest transmission acknowledged
+        // makes a sample, and none if it was a retransmission (Karn: which copy got through?).
+        let mut sample: Option<(u64, Option<Instant>)> = None;
         let mut note = |e: &InFlight, top: &mut [u64; MAX_DUP_THRESH as usize]| {
-            if e.tx_count == 1 && sample.map_or(true, |(o, _)| e.tx_order > o) {
-                sample = Some((e.tx_order, e.sent_at));
+            if sample.map_or(true, |(o, _)| e.tx_order > o) {
+                sample = Some((e.tx_order, (e.tx_count == 1).then_some(e.sent_at)));
             }
             insert_top(top, e.tx_order);
         };
@@ -378,8 +475,8 @@ impl Sender {
             for _ in 0..n {
                 let e = self.flight.pop_front().expect("ack <= nxt");
                 self.una = self.una.add(1);
-                self.flight_bytes -= e.payload.data.len();
-                self.charged -= e.payload.data.len();
+                self.flight_bytes -= e.payload.len();
+                self.charged -= e.payload.len();
                 match e.state {
                     State::Sacked => {}
                     State::Lost => {
@@ -425,18 +522,16 @@ impl Sender {
         if newest.after(self.high_acked) {
             self.high_acked = newest;
         }
-        if let Some((_, sent_at)) = sample {
+        if let Some((_, Some(sent_at))) = sample {
             rtt.update(now.saturating_duration_since(sent_at));
         }
         if progress {
             self.backoff = 0;
+            if let Some(probe) = self.tlp.take() {
+                self.tail_losses(probe, now, stats);
+            }
             self.detect_losses(now, config, rtt, stats);
             self.rearm(config, rtt);
-        }
-        if self.is_idle() && self.flight.capacity() + self.queue.capacity() > 0 {
-            // An idle session should cost only its fixed part; a burst re-allocates cheaply.
-            self.flight = VecDeque::new();
-            self.queue = VecDeque::new();
         }
         Ok(())
     }
@@ -478,6 +573,60 @@ impl Sender {
                 self.loss_at = Some(self.loss_at.map_or(due, |t| t.min(due)));
             }
         }
+    }
+
+    /// News after a tail-loss probe. If the probe itself is acknowledged, the peer answered it
+    /// at once (it asked for an ACK), so the datagrams sent before it and still unacknowledged
+    /// below it are holes: lost, unless reordering was seen and they are younger than the
+    /// reordering window.
+    fn tail_losses(&mut self, probe: Seq, now: Instant, stats: &mut Stats) {
+        if probe.before(self.una) {
+            // Everything up to the probe arrived.
+            return;
+        }
+        let i = probe.since(self.una) as usize;
+        let probe_sent = match self.flight.get(i) {
+            Some(e) if e.state == State::Sacked => e.sent_at,
+            _ => return,
+        };
+        for e in self.flight.iter_mut().take(i) {
+            if e.state == State::Unacked
+                && e.sent_at <= probe_sent
+                && e.sent_at + self.reo_wnd <= now
+            {
+                e.state = State::Lost;
+                self.lost += 1;
+                stats.tail_losses += 1;
+            }
+        }
+    }
+
+    /// Arms the tail-loss probe for a quiet flight: `pto` after the newest transmission, if
+    /// that comes before the retransmission timer, no probe is outstanding and the timer has
+    /// not backed off.
+    fn arm_tlp(&mut self, newest: Option<Instant>, config: &Config, rtt: &RttEstimator) {
+        self.tlp_at = None;
+        if config.min_pto.is_zero() || self.tlp.is_some() || self.backoff > 0 {
+            return;
+        }
+        let Some(last) = newest else { return };
+        let at = last + rtt.pto(config);
+        if self.rto_at.is_some_and(|r| at < r) {
+            self.tlp_at = Some(at);
+        }
+    }
+
+    /// The probe timer fired: resend the newest datagram not known received, asking for an
+    /// immediate ACK.
+    fn fire_tlp(&mut self, stats: &mut Stats) {
+        self.tlp_at = None;
+        let Some(i) = self.flight.iter().rposition(|e| e.state == State::Unacked) else {
+            return;
+        };
+        self.flight[i].state = State::Lost;
+        self.lost += 1;
+        stats.tail_probes += 1;
+        self.tlp = Some(self.una.add(i as u32));
     }
 
     /// The peer received `seq` twice. If we had retransmitted it, the retransmission was
@@ -522,8 +671,16 @@ impl Sender {
         }
         match self.rto_at {
             Some(t) if t <= now => {}
-            _ => return,
+            _ => {
+                if self.tlp_at.is_some_and(|t| t <= now) {
+                    self.fire_tlp(stats);
+                }
+                return;
+            }
         }
+        // The timeout takes over from any probe.
+        self.tlp = None;
+        self.tlp_at = None;
         let rto = rtt.backed_off(config, self.backoff);
         let mut any = false;
         // The first expiry resends the head and the holes below what is known received (a
@@ -593,19 +750,22 @@ impl Sender {
             .front()
             .filter(|e| e.state == State::Sacked)
             .map(|e| e.sent_at);
-        let watched = self
-            .flight
-            .iter()
-            .enumerate()
-            .filter(|&(i, e)| {
-                e.state == State::Unacked && Self::rto_watches(i, head, below, self.backoff)
-            })
-            .map(|(_, e)| e.sent_at)
-            .min();
+        let mut watched: Option<Instant> = None;
+        let mut newest: Option<Instant> = None;
+        for (i, e) in self.flight.iter().enumerate() {
+            if e.state != State::Unacked {
+                continue;
+            }
+            newest = Some(newest.map_or(e.sent_at, |t| t.max(e.sent_at)));
+            if Self::rto_watches(i, head, below, self.backoff) {
+                watched = Some(watched.map_or(e.sent_at, |t| t.min(e.sent_at)));
+            }
+        }
         self.rto_at = match (sacked_head, watched) {
             (Some(a), Some(b)) => Some(a.min(b) + rto),
             (a, b) => a.or(b).map(|t| t + rto),
         };
+        self.arm_tlp(newest, config, rtt);
     }
 
     /// Drops everything (the session failed); returns the messages that will never be acked.
@@ -619,6 +779,8 @@ impl Sender {
         self.lost = 0;
         self.rto_at = None;
         self.loss_at = None;
+        self.tlp_at = None;
+        self.tlp = None;
         self.unacked_msg = self.next_msg;
         pending
     }

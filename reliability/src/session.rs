@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -45,6 +45,19 @@ impl SessionIds {
         }
     }
 }
+
+/// The earlier of two optional moments.
+#[inline]
+pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// How long a session stays idle before its queues' memory is given back.
+pub const RELEASE_AFTER: Duration = Duration::from_millis(1);
 
 /// Something the caller should know about; see [`Session::poll_event`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +139,9 @@ pub struct GatherTransmit {
     pub header_len: usize,
     /// The payload (shares the caller's message buffer).
     pub payload: Bytes,
+    /// More payload, following `payload` on the wire: only a segment that spans the head and
+    /// the body of a message sent with [`Session::send_parts`] has any.
+    pub payload_tail: Bytes,
     /// The CRC32c trailer, when checksums are on.
     pub trailer: Option<[u8; header::CRC_LEN]>,
     /// Its sequence number, or `None` for an ACK.
@@ -137,7 +153,10 @@ pub struct GatherTransmit {
 impl GatherTransmit {
     /// Total length on the wire.
     pub fn size(&self) -> usize {
-        self.header_len + self.payload.len() + self.trailer.map_or(0, |t| t.len())
+        self.header_len
+            + self.payload.len()
+            + self.payload_tail.len()
+            + self.trailer.map_or(0, |t| t.len())
     }
 }
 
@@ -159,6 +178,9 @@ pub struct Session {
     last_heard: Instant,
     /// Since when something has been queued or unacknowledged, without a break.
     busy_since: Option<Instant>,
+    /// When the queues' memory goes back if the session is still idle then. Releasing it the
+    /// moment a session goes idle would cost a ping-pong allocations on every message.
+    release_at: Option<Instant>,
     failed: bool,
 }
 
@@ -177,6 +199,7 @@ impl Session {
             stats: Stats::default(),
             last_heard: now,
             busy_since: None,
+            release_at: None,
             failed: false,
         })
     }
@@ -195,21 +218,43 @@ impl Session {
     /// `Bytes` or `&'static [u8]` is kept as it is and sliced into segments without copying;
     /// [`Session::send_slice`] copies a borrowed slice.
     pub fn send(&mut self, now: Instant, data: impl Into<Bytes>) -> Result<MsgId, SendError> {
+        self.send_parts(now, Bytes::new(), data.into())
+    }
+
+    /// Queues the message `head` then `body` without joining them: for a caller that puts a
+    /// small header of its own in front of a large buffer it hands over. The segments are cut
+    /// from both in place (the first one gathers the end of `head` and the start of `body`);
+    /// a message short enough to travel whole is joined, which copies at most
+    /// `inline_limit` bytes.
+    pub fn send_parts(
+        &mut self,
+        now: Instant,
+        head: Bytes,
+        body: Bytes,
+    ) -> Result<MsgId, SendError> {
         if self.failed {
             return Err(SendError::PeerFailed);
         }
-        let data = data.into();
-        if u32::try_from(data.len()).is_err() {
+        let len = head.len() + body.len();
+        if u32::try_from(len).is_err() {
             return Err(SendError::TooLarge);
         }
-        if !self.tx.has_room(&self.config, data.len()) {
+        if !self.tx.has_room(&self.config, len) {
             self.tx.blocked = true;
             self.stats.would_block += 1;
             return Err(SendError::WouldBlock);
         }
+        let (head, body) = if head.is_empty() || len > self.config.effective_inline_limit() {
+            (head, body)
+        } else {
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(&head);
+            v.extend_from_slice(&body);
+            (Bytes::new(), Bytes::from(v))
+        };
         self.stats.messages_sent += 1;
         self.busy_since.get_or_insert(now);
-        Ok(self.tx.push(data))
+        Ok(self.tx.push(head, body))
     }
 
     /// Queues a copy of `data`; see [`Session::send`].
@@ -277,6 +322,7 @@ impl Session {
             self.rx.request_ack();
         }
         self.after_ack();
+        self.plan_release(now);
         if repr.body == Body::Ack {
             return Ok(());
         }
@@ -295,6 +341,16 @@ impl Session {
                 DataDrop::OutOfWindow => DropReason::OutOfWindow,
                 DataDrop::ReorderFull => DropReason::ReorderFull,
             })
+    }
+
+    /// Schedules the release of idle memory, `RELEASE_AFTER` from now.
+    fn plan_release(&mut self, now: Instant) {
+        if self.release_at.is_none()
+            && self.tx.is_idle()
+            && (self.tx.holds_memory() || self.events.capacity() > 0)
+        {
+            self.release_at = Some(now + RELEASE_AFTER);
+        }
     }
 
     fn after_ack(&mut self) {
@@ -316,6 +372,7 @@ impl Session {
         buf.reserve(t.size());
         buf.extend_from_slice(&header[..t.header_len]);
         buf.extend_from_slice(&t.payload);
+        buf.extend_from_slice(&t.payload_tail);
         if let Some(crc) = t.trailer {
             buf.extend_from_slice(&crc);
         }
@@ -344,18 +401,20 @@ impl Session {
                 .tx
                 .next_outbound(now, &self.config, &self.rtt, &mut self.stats),
         };
-        let (seq, body, payload, retransmit, ack_req) = match (out, dsack) {
+        let (seq, body, payload, payload_tail, retransmit, ack_req) = match (out, dsack) {
             (Some(o), _) => (
                 o.seq,
                 o.payload.body,
                 o.payload.data,
+                o.payload.tail,
                 o.retransmit,
                 o.ack_req,
             ),
-            (None, Some(dup)) => (dup, Body::Ack, Bytes::new(), false, false),
+            (None, Some(dup)) => (dup, Body::Ack, Bytes::new(), Bytes::new(), false, false),
             (None, None) if self.rx.ack_due(now, &self.config) => {
                 // An ACK consumes no sequence number; it carries the next one for the record.
-                (self.tx.next_seq(), Body::Ack, Bytes::new(), false, false)
+                let seq = self.tx.next_seq();
+                (seq, Body::Ack, Bytes::new(), Bytes::new(), false, false)
             }
             (None, None) => return None,
         };
@@ -379,12 +438,13 @@ impl Session {
         let trailer = self
             .config
             .checksum
-            .then(|| header::checksum(&header[..header_len], &payload));
+            .then(|| header::checksum_parts(&header[..header_len], &payload, &payload_tail));
         self.rx.ack_sent();
         self.stats.datagrams_sent += 1;
         Some(GatherTransmit {
             header_len,
             payload,
+            payload_tail,
             trailer,
             seq: (body != Body::Ack).then_some(seq),
             retransmit,
@@ -396,11 +456,9 @@ impl Session {
         if self.failed {
             return None;
         }
-        let fail = self.fail_deadline();
-        [self.rx.ack_deadline(), self.tx.timer(), fail]
-            .into_iter()
-            .flatten()
-            .min()
+        // Called after every datagram in and out: plain comparisons, no iterator chain.
+        let t = earliest(self.rx.ack_deadline(), self.tx.timer());
+        earliest(earliest(t, self.fail_deadline()), self.release_at)
     }
 
     fn fail_deadline(&self) -> Option<Instant> {
@@ -416,6 +474,13 @@ impl Session {
         if self.fail_deadline().is_some_and(|t| t <= now) {
             self.fail();
             return;
+        }
+        if self.release_at.is_some_and(|t| t <= now) {
+            self.release_at = None;
+            if self.tx.is_idle() && self.events.is_empty() {
+                self.tx.release();
+                self.events = VecDeque::new();
+            }
         }
         self.tx
             .on_timeout(now, &self.config, &self.rtt, &mut self.stats);
@@ -433,11 +498,7 @@ impl Session {
 
     /// Next event, if any. Events queue up (one `SendAcked` per message) until polled.
     pub fn poll_event(&mut self) -> Option<Event> {
-        let e = self.events.pop_front();
-        if self.events.is_empty() && self.events.capacity() > 0 {
-            self.events = VecDeque::new();
-        }
-        e
+        self.events.pop_front()
     }
 
     /// Changes the credit this side advertises (clamped to `1..=recv_window`). An endpoint

@@ -17,8 +17,16 @@ pub struct Stats {
     pub spurious_retransmits: u64,
     /// Retransmission timer expiries that found something to resend.
     pub timeouts: u64,
+    /// Tail-loss probes: the newest unacknowledged datagram resent because the flight went
+    /// quiet for a probe timeout (well before the retransmission timeout).
+    pub tail_probes: u64,
+    /// Datagrams declared lost by the answer to a tail-loss probe.
+    pub tail_losses: u64,
     /// ACK-only datagrams emitted.
     pub acks_sent: u64,
+    /// Data datagrams that filled the window (send window or the peer's credit): the sender
+    /// then waits for an ACK before sending more.
+    pub window_full: u64,
     /// Datagrams accepted (header valid, for this session and epoch).
     pub datagrams_received: u64,
     /// Data datagrams received again.

@@ -105,3 +105,38 @@ fn gathered_datagrams_deliver_and_acknowledge() {
     assert_eq!(sink.delivered, [(MsgId(0), 200_000)]);
     assert!(sink.placed == msg);
 }
+
+#[test]
+fn parts_match_the_joined_message() {
+    // A head in front of a body the caller handed over: the same datagrams as the joined
+    // message, without joining them (the first segment gathers both).
+    let now = Instant::now();
+    for (head_len, body_len) in [(16usize, 300_000usize), (16, 5), (0, 70_000), (100, 65_392)] {
+        let (mut a, _, ids) = pair(now);
+        let (mut c, _, _) = pair(now);
+        let head: Vec<u8> = (0..head_len as u32).map(|i| (i * 13 + 1) as u8).collect();
+        let body: Vec<u8> = (0..body_len as u32).map(|i| (i * 7) as u8).collect();
+        let mut joined = head.clone();
+        joined.extend_from_slice(&body);
+        a.send_parts(ids.local_id, now, head.into(), body.into())
+            .unwrap();
+        c.send(ids.local_id, now, joined).unwrap();
+        let mut buf = Vec::new();
+        loop {
+            let mut header = [0u8; reliability::header::MAX_HEADER_LEN];
+            let g = a.poll_transmit_gather(now, &mut header);
+            let t = c.poll_transmit(now, &mut buf);
+            let (g, t) = match (g, t) {
+                (Some((_, g)), Some((_, t))) => (g, t),
+                (None, None) => break,
+                _ => panic!("{head_len}+{body_len}: different datagram counts"),
+            };
+            let mut whole = header[..g.header_len].to_vec();
+            whole.extend_from_slice(&g.payload);
+            whole.extend_from_slice(&g.payload_tail);
+            whole.extend(g.trailer.iter().flatten());
+            assert_eq!(whole.len(), g.size());
+            assert_eq!(&whole[..], &buf[..t.size], "{head_len}+{body_len}");
+        }
+    }
+}

@@ -95,7 +95,10 @@ fn quiet_peer_is_not_failed() {
     sim.connect(0, 1);
     sim.flow(0, 1, 10);
     sim.run(Duration::from_secs(1));
-    // Nothing outstanding: silence for many limits is fine, and no timer is even armed.
+    // Nothing outstanding: silence for many limits is fine, and once the idle session has
+    // given its queues back, no timer is even armed.
+    sim.net.now += reliability::session::RELEASE_AFTER;
+    sim.nodes[0].ep.handle_timeout(sim.net.now);
     let s = sim.nodes[0].ep.session(session_id(0, 1)).unwrap();
     assert_eq!(s.poll_timeout(), None);
     sim.net.now += 20 * IDLE;

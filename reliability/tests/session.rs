@@ -309,7 +309,121 @@ fn idle_session_is_small() {
     assert!(a.is_idle());
     let _ = events(&mut a);
     let _ = events(&mut b);
-    // Back to the fixed part: queues, reorder slots and event queues are given back.
+    // Back to the fixed part once idle for a while: queues, reorder slots and event queues
+    // are given back (not at once, so that a ping-pong does not allocate per message).
+    now += reliability::session::RELEASE_AFTER;
+    a.handle_timeout(now);
+    b.handle_timeout(now);
     assert_eq!(a.memory(), fresh);
     assert_eq!(b.memory(), fresh);
+    assert_eq!(a.poll_timeout(), None);
+}
+
+#[test]
+fn rtt_ignores_datagrams_released_by_a_retransmission() {
+    // 64 segments in flight; the first is lost twice. The receiver gets 1..63 at once, but its
+    // SACK bitmap reaches only 32 past the hole, so 33..63 are reported only when the hole is
+    // filled, a timeout later: that ACK answers the retransmission and must not be taken as the
+    // round trip of 33..63.
+    let cfg = Config {
+        send_window: 64,
+        recv_window: 64,
+        initial_credit: 64,
+        // No tail-loss probe: the timeout is what resends the hole here.
+        min_pto: Duration::ZERO,
+        ..Config::default()
+    };
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(cfg, t0);
+    a.send(t0, vec![7u8; 64 * 65_408]).unwrap();
+    let d = drain(&mut a, t0);
+    assert_eq!(d.len(), 64);
+    let hop = Duration::from_micros(5);
+    let mut now = t0 + hop;
+    let mut sink = Collect::default();
+    let mut acks = Vec::new();
+    for dg in &d[1..] {
+        b.handle_datagram(now, dg, &mut sink).unwrap();
+        acks.extend(drain(&mut b, now));
+    }
+    now += hop;
+    for ack in &acks {
+        a.handle_datagram(now, ack, &mut Collect::default())
+            .unwrap();
+    }
+    let before = a.rtt().srtt.expect("sampled from the SACKed datagrams");
+    assert!(before < Duration::from_micros(50), "{before:?}");
+    // Fast retransmit of the hole: lost again.
+    let again = drain(&mut a, now);
+    assert_eq!(again.len(), 1);
+    // The timeout resends it; this copy gets through.
+    now = a.poll_timeout().unwrap();
+    a.handle_timeout(now);
+    let retx = drain(&mut a, now);
+    assert_eq!(retx.len(), 1);
+    now += hop;
+    b.handle_datagram(now, &retx[0], &mut sink).unwrap();
+    let acks = drain(&mut b, now);
+    now += hop;
+    for ack in &acks {
+        a.handle_datagram(now, ack, &mut Collect::default())
+            .unwrap();
+    }
+    assert!(a.is_idle());
+    let after = a.rtt().srtt.unwrap();
+    assert_eq!(
+        after, before,
+        "no sample from an ACK a retransmission released"
+    );
+}
+
+#[test]
+fn a_lost_tail_is_probed_and_resent_before_the_timeout() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(Config::default(), t0);
+    a.send(t0, vec![3u8; 4 * 65_408]).unwrap();
+    let d = drain(&mut a, t0);
+    assert_eq!(d.len(), 4);
+    // The last two datagrams are lost; the first two arrive and are acknowledged after the
+    // ACK delay.
+    let hop = Duration::from_micros(5);
+    let mut sink = Collect::default();
+    for dg in &d[..2] {
+        b.handle_datagram(t0 + hop, dg, &mut sink).unwrap();
+    }
+    let mut now = b.poll_timeout().unwrap();
+    b.handle_timeout(now);
+    let acks = drain(&mut b, now);
+    now += hop;
+    for ack in &acks {
+        a.handle_datagram(now, ack, &mut Collect::default())
+            .unwrap();
+    }
+    // The probe timer comes well before the retransmission timer.
+    let probe_at = a.poll_timeout().unwrap();
+    assert!(
+        probe_at - t0 < Duration::from_micros(500),
+        "{:?}",
+        probe_at - t0
+    );
+    a.handle_timeout(probe_at);
+    let probe = drain(&mut a, probe_at);
+    assert_eq!(probe.len(), 1);
+    assert_eq!(a.stats().tail_probes, 1);
+    // The probe resent the newest datagram; its immediate ACK shows the hole before it.
+    now = probe_at + hop;
+    b.handle_datagram(now, &probe[0], &mut sink).unwrap();
+    let acks = drain(&mut b, now);
+    assert_eq!(acks.len(), 1, "the probe asked for an ACK at once");
+    now += hop;
+    a.handle_datagram(now, &acks[0], &mut Collect::default())
+        .unwrap();
+    assert_eq!(a.stats().tail_losses, 1);
+    let resent = drain(&mut a, now);
+    assert_eq!(resent.len(), 1, "only the hole is resent");
+    now += hop;
+    b.handle_datagram(now, &resent[0], &mut sink).unwrap();
+    assert_eq!(sink.delivered.len(), 1);
+    assert!(now - t0 < Duration::from_micros(600));
+    assert_eq!(a.stats().timeouts, 0);
 }

@@ -41,6 +41,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use ah::AddressHandle;
+pub use bytes::Bytes;
 pub use error::VerbsError;
 pub use fault::{FaultConfig, FaultStats, FAULTS_ENV};
 pub use qp::QueuePair;
@@ -147,6 +148,37 @@ pub struct SendWr<'a> {
     pub ah: Option<AddressHandle>,
     /// Produce a completion on success (errors always complete).
     pub signaled: bool,
+}
+
+/// A send work request that hands its data over instead of lending it: an RD queue pair keeps
+/// the buffer (shared, never copied) until the peer has acknowledged the message, as a NIC
+/// reads a registered buffer, so a large send costs no copy in user space. Keep a clone of the
+/// `Bytes` to reuse the buffer; it is not modified either way. UD and RC send it as a
+/// [`SendWr`] would.
+#[derive(Debug, Clone)]
+pub struct SendWrOwned {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    pub opcode: SendOpcode,
+    /// The message; the same limits as [`SendWr::data`].
+    pub data: Bytes,
+    /// Destination; required for UD and RD, ignored for RC.
+    pub ah: Option<AddressHandle>,
+    /// Produce a completion on success (errors always complete).
+    pub signaled: bool,
+}
+
+impl SendWrOwned {
+    /// The same request, lending the data.
+    pub fn borrowed(&self) -> SendWr<'_> {
+        SendWr {
+            wr_id: self.wr_id,
+            opcode: self.opcode,
+            data: &self.data,
+            ah: self.ah,
+            signaled: self.signaled,
+        }
+    }
 }
 
 /// A receive work request. The buffer's length (not its capacity) is the space offered; the

@@ -15,8 +15,9 @@ use super::rd::{RdPath, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER};
 use super::startup::{self, Established};
 use super::ud::{ErrorEvent, UdPath};
 use super::{
-    AddressHandle, QpConfig, QpState, QpType, RdSessionStats, RecvWr, RttStats, SendWr, SessionIds,
-    VerbsError, WcStatus, WorkCompletion, RC_MAX_SEGMENT_PAYLOAD, UD_MAX_PAYLOAD,
+    AddressHandle, QpConfig, QpState, QpType, RdSessionStats, RecvWr, RttStats, SendWr,
+    SendWrOwned, SessionIds, VerbsError, WcStatus, WorkCompletion, RC_MAX_SEGMENT_PAYLOAD,
+    UD_MAX_PAYLOAD,
 };
 use crate::wire::datagram::MAX_QPN;
 
@@ -381,6 +382,16 @@ impl QueuePair {
                 op: "post_send",
                 state: self.state,
             }),
+        }
+    }
+
+    /// Posts a send that hands its data over ([`SendWrOwned`]): RD keeps the buffer itself
+    /// until the peer acknowledges the message instead of copying it; UD and RC behave as
+    /// [`QueuePair::post_send`]. Refused in the same cases.
+    pub fn post_send_owned(&mut self, wr: SendWrOwned) -> Result<(), VerbsError> {
+        match &mut self.path {
+            Path::Rd(rd) if self.state == QpState::Rts => rd.post_send_owned(&mut self.queues, wr),
+            _ => self.post_send(wr.borrowed()),
         }
     }
 

@@ -10,14 +10,25 @@ pub enum Kind {
     Rd,
     /// iWARP reliable connection QP over TCP (MPA framing).
     Rc,
-    /// Plain UDP socket, no iWARP framing: the datagram floor.
+    /// Plain UDP socket, no iWARP framing: the datagram floor. Unconnected (`sendto` and
+    /// `recvfrom`), like the UD and RD queue pairs, whose one socket serves any number of peers.
     RawUdp,
+    /// Plain UDP socket connected to the peer (`send` and `recv`): the floor for a socket per
+    /// peer, which connectionless queue pairs cannot use.
+    RawUdpConn,
     /// Plain TCP socket (TCP_NODELAY), no iWARP framing: the stream floor.
     RawTcp,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [Kind::RawUdp, Kind::Ud, Kind::Rd, Kind::RawTcp, Kind::Rc];
+    pub const ALL: [Kind; 6] = [
+        Kind::RawUdp,
+        Kind::RawUdpConn,
+        Kind::Ud,
+        Kind::Rd,
+        Kind::RawTcp,
+        Kind::Rc,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -25,6 +36,7 @@ impl Kind {
             Kind::Rd => "rd",
             Kind::Rc => "rc",
             Kind::RawUdp => "raw-udp",
+            Kind::RawUdpConn => "raw-udp-conn",
             Kind::RawTcp => "raw-tcp",
         }
     }
@@ -83,6 +95,15 @@ pub struct Args {
     /// CRC32c on UD and RC.
     #[arg(long, value_enum, default_value = "on")]
     pub crc: OnOff,
+    /// RD: post sends with the borrowing `post_send`, which copies each message, instead of
+    /// handing the buffer over with `post_send_owned`.
+    #[arg(long)]
+    pub rd_copy: bool,
+    /// Raw floors: receive each message into a buffer of its own (window + 1 message-sized
+    /// buffers in turn, as RD's posted receives are), instead of one reused 1 MiB scratch buffer
+    /// (64 KiB for UDP) that stays in cache whatever the message size.
+    #[arg(long)]
+    pub raw_dest: bool,
     /// Check every payload byte at both ends.
     #[arg(long)]
     pub verify: bool,

@@ -1,12 +1,16 @@
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// One end of a connection under test, moving whole messages.
 pub trait Link {
-    /// Sends one message (split into datagrams where the link has a size limit).
-    fn send(&mut self, data: &[u8]) -> Result<()>;
+    /// Sends one message (split into datagrams where the link has a size limit). The message
+    /// is shared, so a link whose API takes buffers over (RD's `post_send_owned`) need not
+    /// copy it; the others send from the bytes as from any slice.
+    fn send(&mut self, data: &Bytes) -> Result<()>;
     /// Receives one message of `len` bytes; with `expect`, checks every byte against it.
     fn recv(&mut self, len: usize, expect: Option<&[u8]>) -> Result<()>;
     /// Drives the link until every send has left (RD: is acknowledged), so the peer is not

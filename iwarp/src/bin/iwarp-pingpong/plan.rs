@@ -4,13 +4,14 @@ use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
+use bytes::Bytes;
 use iwarp::verbs::{AddressHandle, QpConfig, QpType, QueuePair};
 use socket2::{Domain, Socket, Type};
 
 use crate::args::{Args, Kind, Role};
 use crate::control::Control;
 use crate::link::{pattern, Link, Result};
-use crate::raw::{RawTcp, RawUdp};
+use crate::raw::{Dest, RawTcp, RawUdp};
 use crate::report::{Report, Row};
 use crate::verbs_link::VerbsLink;
 
@@ -116,7 +117,7 @@ fn measure_all(args: &Args, control: &mut Control) -> Result<Report> {
 
 fn window_for(args: &Args, kind: Kind, size: usize) -> usize {
     match kind {
-        Kind::Ud | Kind::RawUdp => {
+        Kind::Ud | Kind::RawUdp | Kind::RawUdpConn => {
             let datagrams = size.div_ceil(UDP_CHUNK).max(1);
             (UDP_WINDOW_DATAGRAMS / datagrams).clamp(1, args.window)
         }
@@ -126,8 +127,8 @@ fn window_for(args: &Args, kind: Kind, size: usize) -> usize {
 }
 
 /// With --verify every message gets its own contents; otherwise one fixed buffer is reused.
-fn message(args: &Args, size: usize, seq: u64) -> Option<Vec<u8>> {
-    args.verify.then(|| pattern(size, seq))
+fn message(args: &Args, size: usize, seq: u64) -> Option<Bytes> {
+    args.verify.then(|| pattern(size, seq).into())
 }
 
 fn measure_size(
@@ -137,7 +138,7 @@ fn measure_size(
     size: usize,
     control: &mut Control,
 ) -> Result<Row> {
-    let fixed = vec![0x5a; size];
+    let fixed = Bytes::from(vec![0x5a; size]);
     let iters = args.iters_for(size);
     let window = window_for(args, kind, size);
     let windows = (iters / window).max(2);
@@ -157,7 +158,7 @@ fn measure_size(
         for w in 0..windows {
             for j in 0..window {
                 let msg = message(args, size, (w * window + j) as u64);
-                link.send(msg.as_deref().unwrap_or(&fixed))?;
+                link.send(msg.as_ref().unwrap_or(&fixed))?;
             }
             link.recv(1, None)?;
         }
@@ -174,7 +175,7 @@ fn respond_size(
     size: usize,
     control: &mut Control,
 ) -> Result<()> {
-    let fixed = vec![0x5a; size];
+    let fixed = Bytes::from(vec![0x5a; size]);
     let iters = args.iters_for(size);
     let window = window_for(args, kind, size);
     let windows = (iters / window).max(2);
@@ -191,7 +192,7 @@ fn respond_size(
                 let msg = message(args, size, (w * window + j) as u64);
                 link.recv(size, msg.as_deref())?;
             }
-            link.send(&[1])?;
+            link.send(&Bytes::from_static(&[1]))?;
         }
     }
     Ok(())
@@ -206,21 +207,21 @@ fn sync(link: &mut dyn Link, control: &mut Control, name: &str) -> Result<()> {
 }
 
 /// Initiator half of the ping-pong: send, then wait for the echo.
-fn ping(args: &Args, link: &mut dyn Link, size: usize, iters: usize, fixed: &[u8]) -> Result<()> {
+fn ping(args: &Args, link: &mut dyn Link, size: usize, iters: usize, fixed: &Bytes) -> Result<()> {
     for i in 0..iters as u64 {
         let msg = message(args, size, i);
-        link.send(msg.as_deref().unwrap_or(fixed))?;
+        link.send(msg.as_ref().unwrap_or(fixed))?;
         link.recv(size, msg.as_deref())?;
     }
     Ok(())
 }
 
 /// Responder half: wait for the message, check it, send it back.
-fn pong(args: &Args, link: &mut dyn Link, size: usize, iters: usize, fixed: &[u8]) -> Result<()> {
+fn pong(args: &Args, link: &mut dyn Link, size: usize, iters: usize, fixed: &Bytes) -> Result<()> {
     for i in 0..iters as u64 {
         let msg = message(args, size, i);
         link.recv(size, msg.as_deref())?;
-        link.send(msg.as_deref().unwrap_or(fixed))?;
+        link.send(msg.as_ref().unwrap_or(fixed))?;
     }
     Ok(())
 }
@@ -229,24 +230,32 @@ fn pong(args: &Args, link: &mut dyn Link, size: usize, iters: usize, fixed: &[u8
 fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<Box<dyn Link>> {
     let timeout = args.timeout();
     match kind {
-        Kind::RawUdp => {
+        Kind::RawUdp | Kind::RawUdpConn => {
             let socket = udp_socket(args)?;
             control.send(&socket.local_addr()?.to_string())?;
             let peer: SocketAddr = control.recv()?.parse()?;
-            socket.connect(peer)?;
-            Ok(Box::new(RawUdp::new(socket, timeout)?))
+            let connected = kind == Kind::RawUdpConn;
+            if connected {
+                socket.connect(peer)?;
+            }
+            let link = RawUdp::new(socket, peer, connected, timeout)?;
+            Ok(Box::new(link.with_dest(raw_dest(args))))
         }
         Kind::RawTcp => match role {
             Role::Responder => {
                 let listener = TcpListener::bind(local(args))?;
                 control.send(&listener.local_addr()?.to_string())?;
                 let stream = accept_within(&listener, args, None)?;
-                Ok(Box::new(RawTcp::new(stream, timeout)?))
+                Ok(Box::new(
+                    RawTcp::new(stream, timeout)?.with_dest(raw_dest(args)),
+                ))
             }
             Role::Initiator => {
                 let addr: SocketAddr = control.recv()?.parse()?;
                 let stream = TcpStream::connect_timeout(&addr, timeout)?;
-                Ok(Box::new(RawTcp::new(stream, timeout)?))
+                Ok(Box::new(
+                    RawTcp::new(stream, timeout)?.with_dest(raw_dest(args)),
+                ))
             }
         },
         Kind::Ud | Kind::Rd => {
@@ -270,7 +279,8 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
             // Every message of a window has its receive posted, sized for the largest message.
             let largest = args.sizes.iter().copied().max().unwrap_or(1);
             let depth = args.window.max(1) + 1;
-            Ok(Box::new(VerbsLink::rd(qp, ah, timeout, largest, depth)?))
+            let link = VerbsLink::rd(qp, ah, timeout, largest, depth)?;
+            Ok(Box::new(link.owned_sends(!args.rd_copy)))
         }
         Kind::Rc => {
             let mut qp = QueuePair::create(QpType::Rc, qp_config(args))?;
@@ -288,6 +298,13 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
             Ok(Box::new(VerbsLink::rc(qp, timeout)))
         }
     }
+}
+
+/// `--raw-dest`: message-sized receive buffers for the raw floors, as many as RD posts.
+fn raw_dest(args: &Args) -> Option<Dest> {
+    let largest = args.sizes.iter().copied().max().unwrap_or(1);
+    args.raw_dest
+        .then(|| Dest::new(args.window.max(1) + 1, largest))
 }
 
 fn qp_config(args: &Args) -> QpConfig {

@@ -4,8 +4,9 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use bytes::Bytes;
 use iwarp::verbs::{
-    AddressHandle, QueuePair, RecvWr, SendOpcode, SendWr, VerbsError, WcOpcode, WcStatus,
+    AddressHandle, QueuePair, RecvWr, SendOpcode, SendWrOwned, VerbsError, WcOpcode, WcStatus,
     WorkCompletion,
 };
 
@@ -24,6 +25,8 @@ pub struct VerbsLink {
     early: VecDeque<WorkCompletion>,
     spare: Vec<Vec<u8>>,
     timeout: Duration,
+    /// Hand message buffers over (`post_send_owned`) rather than lend them (`post_send`).
+    owned: bool,
 }
 
 impl VerbsLink {
@@ -69,7 +72,14 @@ impl VerbsLink {
             early: VecDeque::new(),
             spare: Vec::new(),
             timeout,
+            owned: false,
         }
+    }
+
+    /// Posts sends with `post_send_owned` (no copy on RD) instead of `post_send`.
+    pub fn owned_sends(mut self, owned: bool) -> Self {
+        self.owned = owned;
+        self
     }
 
     /// UD and RD keep receives posted; RC posts one per message.
@@ -77,17 +87,22 @@ impl VerbsLink {
         self.ah.is_some()
     }
 
-    fn post_one(&mut self, data: &[u8]) -> Result<()> {
+    fn post_one(&mut self, data: Bytes) -> Result<()> {
         let mut deadline = Deadline::new(self.timeout, "room in the send queue");
+        let wr = SendWrOwned {
+            wr_id: 0,
+            opcode: SendOpcode::Send,
+            data,
+            ah: self.ah,
+            signaled: false,
+        };
         loop {
-            let wr = SendWr {
-                wr_id: 0,
-                opcode: SendOpcode::Send,
-                data,
-                ah: self.ah,
-                signaled: false,
+            let r = if self.owned {
+                self.qp.post_send_owned(wr.clone())
+            } else {
+                self.qp.post_send(wr.borrowed())
             };
-            match self.qp.post_send(wr) {
+            match r {
                 Ok(()) => return Ok(()),
                 Err(VerbsError::QueueFull) => {}
                 Err(VerbsError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -125,13 +140,15 @@ impl VerbsLink {
 }
 
 impl Link for VerbsLink {
-    fn send(&mut self, data: &[u8]) -> Result<()> {
-        if data.is_empty() {
-            return self.post_one(data);
+    fn send(&mut self, data: &Bytes) -> Result<()> {
+        if data.len() <= self.chunk {
+            return self.post_one(data.clone());
         }
-        let chunk = self.chunk;
-        for part in data.chunks(chunk) {
-            self.post_one(part)?;
+        let mut at = 0;
+        while at < data.len() {
+            let end = (at + self.chunk).min(data.len());
+            self.post_one(data.slice(at..end))?;
+            at = end;
         }
         Ok(())
     }
@@ -191,19 +208,22 @@ impl Link for VerbsLink {
     fn counters(&self) -> Option<String> {
         let s = self.qp.rd_stats()?;
         let mut line = format!(
-            "datagrams sent {} received {}, retransmits {} (spurious {}, timeouts {}), \
-             duplicates {}, out-of-order {}, dropped {} (crc {}), acks {}, srtt {:?}, \
+            "datagrams sent {} received {}, retransmits {} (spurious {}, timeouts {}, probes {}), \
+             duplicates {}, out-of-order {}, dropped {} (crc {}), acks {}, window full {}, \
+             srtt {:?}, \
              parked {}, refused {}",
             s.datagrams_sent,
             s.datagrams_received,
             s.retransmits,
             s.spurious_retransmits,
             s.timeouts,
+            s.tail_probes,
             s.duplicates,
             s.out_of_order,
             s.dropped,
             s.dropped_checksum,
             s.acks_sent,
+            s.window_full,
             s.srtt.unwrap_or_default(),
             s.parked,
             s.refused,

@@ -24,6 +24,7 @@ use std::io::IoSlice;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Instant;
 
+use bytes::Bytes;
 use nix::errno::Errno;
 use reliability::header::{Packet, MAX_HEADER_LEN};
 use reliability::{Config as RdConfig, Endpoint, Event, SendError, SessionIds};
@@ -33,7 +34,7 @@ use super::cq::WorkQueues;
 use super::dgram::DatagramSocket;
 use super::fault::FaultStats;
 use super::rng::SplitMix64;
-use super::{QpConfig, SendOpcode, SendWr, VerbsError, WcStatus};
+use super::{AddressHandle, QpConfig, SendOpcode, SendWr, SendWrOwned, VerbsError, WcStatus};
 use crate::wire::datagram::{self, MAX_QPN};
 use crate::wire::rdmap::{Opcode, SegmentRepr};
 use peers::{Inflight, OutMsg, Peer};
@@ -55,8 +56,17 @@ pub const RD_SOCKET_BUFFER: usize = 4 << 20;
 /// never come free.
 const PARK_MAX: usize = 32;
 
+/// Owned sends up to this size are copied after all: a small message travels whole in one
+/// datagram, and one buffer with the header in front is cheaper than keeping two pieces.
+const OWNED_MIN: usize = 8 << 10;
+
 /// `recvmmsg` batches per poll, so one poll cannot starve the caller.
 const RX_ROUNDS: usize = 4;
+
+/// The peer tables are looked up several times per datagram. SipHash, std's default, costs
+/// more than the rest of a lookup; foldhash is seeded per process (so keys an attacker picks,
+/// peer addresses, still cannot be aimed at one bucket) and a fraction of the cost.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A datagram set aside until receives are posted.
 struct Parked {
@@ -76,9 +86,9 @@ pub(crate) struct RdPath {
     /// This incarnation, in every session it opens by handshake.
     epoch: u32,
     rng: SplitMix64,
-    peers: HashMap<SocketAddr, Peer>,
+    peers: FastMap<SocketAddr, Peer>,
     /// Local session id → peer, for every peer (handshaking ones too: their id is taken).
-    by_id: HashMap<u32, SocketAddr>,
+    by_id: FastMap<u32, SocketAddr>,
     /// Peers waiting for a HELLO-ACK.
     handshaking: Vec<SocketAddr>,
     /// Peers with sends waiting that may go now.
@@ -90,6 +100,8 @@ pub(crate) struct RdPath {
     tx: TxQueue,
     pool: BufPool,
     next_msn: u32,
+    /// The last poll left the engine's events for this one.
+    events_deferred: bool,
     /// The queue pair's own counters, plus those of closed sessions.
     stats: RdStats,
 }
@@ -127,8 +139,8 @@ impl RdPath {
             endpoint,
             epoch,
             rng,
-            peers: HashMap::new(),
-            by_id: HashMap::new(),
+            peers: FastMap::default(),
+            by_id: FastMap::default(),
             handshaking: Vec::new(),
             retry: Vec::new(),
             ring: Some(Box::new(RecvRing::new())),
@@ -137,6 +149,7 @@ impl RdPath {
             tx: TxQueue::default(),
             pool: BufPool::default(),
             next_msn: 1,
+            events_deferred: false,
             stats: RdStats::default(),
         })
     }
@@ -146,59 +159,112 @@ impl RdPath {
     }
 
     /// Queues one message for `wr.ah`. It leaves at once as far as the window allows; the
-    /// rest goes from `poll_cq`.
+    /// rest goes from `poll_cq`. The caller's data is only borrowed and must outlive the
+    /// acknowledgement: it is copied once, header in front.
     pub(crate) fn post_send(
         &mut self,
         q: &mut WorkQueues,
         wr: &SendWr<'_>,
     ) -> Result<(), VerbsError> {
-        let ah = wr.ah.ok_or(VerbsError::MissingAddressHandle)?;
+        let (ah, header) = self.prepare(q, wr.opcode, wr.ah, wr.data.len())?;
+        let mut msg = self.pool.take(DDP_HEADER + wr.data.len());
+        msg.extend_from_slice(&header);
+        msg.extend_from_slice(wr.data);
+        let data = Bytes::from(msg);
+        let out = OutMsg {
+            wr_id: wr.wr_id,
+            len: wr.data.len(),
+            signaled: wr.signaled,
+            head: Bytes::new(),
+            data,
+            pooled: true,
+        };
+        self.enqueue(q, ah, out)
+    }
+
+    /// As [`RdPath::post_send`], keeping the caller's buffer instead of a copy: the header
+    /// travels as a separate piece in front of it.
+    pub(crate) fn post_send_owned(
+        &mut self,
+        q: &mut WorkQueues,
+        wr: SendWrOwned,
+    ) -> Result<(), VerbsError> {
+        if wr.data.len() <= OWNED_MIN {
+            // Small: one buffer with the header in front costs less than two pieces.
+            return self.post_send(q, &wr.borrowed());
+        }
+        let (ah, header) = self.prepare(q, wr.opcode, wr.ah, wr.data.len())?;
+        let out = OutMsg {
+            wr_id: wr.wr_id,
+            len: wr.data.len(),
+            signaled: wr.signaled,
+            head: Bytes::copy_from_slice(&header),
+            data: wr.data,
+            pooled: false,
+        };
+        self.enqueue(q, ah, out)
+    }
+
+    /// Checks a send, takes a send slot and a message sequence number, and returns the
+    /// destination and the message's DDP header.
+    fn prepare(
+        &mut self,
+        q: &mut WorkQueues,
+        opcode: SendOpcode,
+        ah: Option<AddressHandle>,
+        len: usize,
+    ) -> Result<(AddressHandle, [u8; DDP_HEADER]), VerbsError> {
+        let ah = ah.ok_or(VerbsError::MissingAddressHandle)?;
         if ah.qpn > MAX_QPN {
             return Err(VerbsError::InvalidArgument(
                 "address handle QPN above 2^30 - 1".into(),
             ));
         }
-        if wr.data.len() > RD_MAX_MESSAGE {
+        if len > RD_MAX_MESSAGE {
             return Err(VerbsError::MessageTooLarge {
-                len: wr.data.len(),
+                len,
                 max: RD_MAX_MESSAGE,
             });
         }
         q.reserve_send()?;
-        let opcode = match wr.opcode {
+        let opcode = match opcode {
             SendOpcode::Send => Opcode::Send,
             SendOpcode::SendSolicited => Opcode::SendSolicited,
         };
         let qn = datagram::qn_for(ah.qpn, opcode.queue());
         let seg = SegmentRepr::untagged(opcode, true, qn, self.next_msn, 0);
-        // The caller's data is only borrowed and must outlive the acknowledgement: one copy,
-        // header in front.
-        let mut msg = self.pool.take(DDP_HEADER + wr.data.len());
-        msg.resize(DDP_HEADER, 0);
-        if let Err(e) = seg.emit(&mut msg) {
+        let mut header = [0u8; DDP_HEADER];
+        if let Err(e) = seg.emit(&mut header) {
             q.unreserve_send();
             return Err(e.into());
         }
-        msg.extend_from_slice(wr.data);
         self.next_msn = self.next_msn.wrapping_add(1);
+        Ok((ah, header))
+    }
+
+    /// Hands a prepared message to the peer's session, or queues it behind the handshake or a
+    /// full send buffer, and sends what the window allows.
+    fn enqueue(
+        &mut self,
+        q: &mut WorkQueues,
+        ah: AddressHandle,
+        out: OutMsg,
+    ) -> Result<(), VerbsError> {
         let now = Instant::now();
-        let out = OutMsg {
-            wr_id: wr.wr_id,
-            len: wr.data.len(),
-            signaled: wr.signaled,
-            data: msg.into(),
-        };
         let addr = self.peer_for_send(q, ah, now);
         let p = self.peers.get_mut(&addr).expect("just ensured");
         match p.remote {
             Some(_) if p.waiting.is_empty() => {
-                match self.endpoint.send(p.local_id, now, out.data.clone()) {
+                match self
+                    .endpoint
+                    .send_parts(p.local_id, now, out.head.clone(), out.data.clone())
+                {
                     Ok(msg) => p.inflight.push_back(Inflight::new(msg, &out)),
                     Err(SendError::WouldBlock | SendError::PeerFailed) => p.waiting.push_back(out),
                     Err(SendError::TooLarge) => {
                         q.unreserve_send();
                         return Err(VerbsError::MessageTooLarge {
-                            len: wr.data.len(),
+                            len: out.len,
                             max: RD_MAX_MESSAGE,
                         });
                     }
@@ -224,20 +290,34 @@ impl RdPath {
         if !self.parked.is_empty() {
             self.retry_parked(q, now);
         }
-        self.receive(q, now)?;
+        let lone = self.receive(q, now)?;
         if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
             self.endpoint.handle_timeout(now);
         }
         self.handshake_timers(q, now);
-        self.service(q, now);
+        if lone {
+            // One datagram, probably the message the caller is polling for: hand it over now
+            // and turn the engine's news into completions on the next poll. What must leave at
+            // once (ACKs, retransmissions) still does.
+            self.events_deferred = true;
+            self.transmit(now);
+            return Ok(());
+        }
+        self.events_deferred = false;
+        // An empty poll (the common case for a busy-polling caller) has nothing to serve.
+        if !self.retry.is_empty() || self.tx.len() > 0 || self.endpoint.has_pending() {
+            self.service(q, now);
+        }
         Ok(())
     }
 
-    fn receive(&mut self, q: &mut WorkQueues, now: Instant) -> Result<(), VerbsError> {
+    /// Reads the socket in batches. Returns whether it got a lone datagram (and deferred the
+    /// engine's events, which it does at most every other poll).
+    fn receive(&mut self, q: &mut WorkQueues, now: Instant) -> Result<bool, VerbsError> {
         let mut rounds = 0;
         while rounds < RX_ROUNDS {
             let mut ring = self.ring.take().expect("ring is home between calls");
-            let r = ring.recv(self.sock.fd());
+            let r = ring.recv(self.sock.socket());
             let n = match r {
                 Ok(n) => n,
                 Err(e) => {
@@ -249,7 +329,7 @@ impl RdPath {
                             rounds += 1;
                             continue;
                         }
-                        Errno::EAGAIN => return Ok(()),
+                        Errno::EAGAIN => return Ok(false),
                         e => return Err(e.into()),
                     }
                 }
@@ -262,14 +342,17 @@ impl RdPath {
                 }
             }
             self.ring = Some(ring);
+            if n == 1 && rounds == 0 && !self.events_deferred {
+                return Ok(true);
+            }
             // ACKs leave between batches, not only at the end of a long poll.
             self.service(q, now);
             if n < RX_BATCH {
-                return Ok(());
+                return Ok(false);
             }
             rounds += 1;
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Handles one datagram; returns (session, seq) when it must wait for receives.
@@ -401,7 +484,9 @@ impl RdPath {
                     if let Some(i) = p.inflight.iter().position(|f| f.msg == msg) {
                         let f = p.inflight.remove(i).expect("found");
                         q.send_done(f.wr_id, f.len, f.signaled);
-                        self.pool.give(f.data);
+                        if let Some(data) = f.pooled {
+                            self.pool.give(data);
+                        }
                     }
                     if !p.waiting.is_empty() {
                         self.retry.push(addr);
@@ -427,7 +512,10 @@ impl RdPath {
                 continue;
             }
             while let Some(m) = p.waiting.front() {
-                match self.endpoint.send(p.local_id, now, m.data.clone()) {
+                match self
+                    .endpoint
+                    .send_parts(p.local_id, now, m.head.clone(), m.data.clone())
+                {
                     Ok(msg) => {
                         let m = p.waiting.pop_front().expect("front");
                         p.inflight.push_back(Inflight::new(msg, &m));
@@ -453,9 +541,11 @@ impl RdPath {
             if !self.tx.flush(&mut self.sock, &mut self.stats.send_errors) {
                 return;
             }
+            let mut drained = false;
             while self.tx.len() < TX_BATCH {
                 let mut header = [0u8; MAX_HEADER_LEN];
                 let Some((id, t)) = self.endpoint.poll_transmit_gather(now, &mut header) else {
+                    drained = true;
                     break;
                 };
                 if let Some(p) = self.by_id.get(&id).and_then(|a| self.peers.get(a)) {
@@ -467,6 +557,11 @@ impl RdPath {
                 }
             }
             if self.tx.len() == 0 {
+                return;
+            }
+            if drained {
+                // The engine has nothing more: send this batch and stop asking.
+                self.tx.flush(&mut self.sock, &mut self.stats.send_errors);
                 return;
             }
         }
@@ -554,7 +649,7 @@ impl RdPath {
             .peers
             .values()
             .flat_map(|p| &p.waiting)
-            .map(|m| m.data.len())
+            .map(|m| m.head.len() + m.data.len())
             .sum();
         self.ring.as_ref().map_or(0, |r| r.memory_bytes())
             + self.parked.iter().map(|p| p.buf.capacity()).sum::<usize>()

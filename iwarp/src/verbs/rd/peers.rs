@@ -21,8 +21,12 @@ pub(super) struct OutMsg {
     pub(super) wr_id: u64,
     pub(super) len: usize,
     pub(super) signaled: bool,
-    /// DDP header and payload.
+    /// The message is `head` then `data` (the DDP header and the payload, or, when the data was
+    /// copied, an empty head and both in `data`).
+    pub(super) head: Bytes,
     pub(super) data: Bytes,
+    /// `data` is the queue pair's own copy, to be reused once acknowledged.
+    pub(super) pooled: bool,
 }
 
 /// A send the engine took, waiting for its acknowledgement.
@@ -31,8 +35,9 @@ pub(super) struct Inflight {
     pub(super) wr_id: u64,
     pub(super) len: usize,
     pub(super) signaled: bool,
-    /// Shares the engine's buffer, so it can be reused once acknowledged.
-    pub(super) data: Bytes,
+    /// The queue pair's copy of the message, shared with the engine, to be reused once
+    /// acknowledged (none when the caller handed its buffer over).
+    pub(super) pooled: Option<Bytes>,
 }
 
 impl Inflight {
@@ -42,7 +47,7 @@ impl Inflight {
             wr_id: m.wr_id,
             len: m.len,
             signaled: m.signaled,
-            data: m.data.clone(),
+            pooled: (m.pooled && super::pool::worth_pooling(m.data.len())).then(|| m.data.clone()),
         }
     }
 }

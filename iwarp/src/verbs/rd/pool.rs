@@ -10,6 +10,11 @@ const MIN_POOLED: usize = 64 << 10;
 /// Most bytes kept.
 const POOL_BYTES: usize = 32 << 20;
 
+/// Whether a buffer of `len` bytes would be kept.
+pub(crate) fn worth_pooling(len: usize) -> bool {
+    len >= MIN_POOLED
+}
+
 #[derive(Default)]
 pub(crate) struct BufPool {
     spare: Vec<Vec<u8>>,

@@ -3,8 +3,8 @@
 //! writes into a caller's buffer at a guessed offset.
 
 use std::io::IoSliceMut;
-use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
 
 use nix::errno::Errno;
 use nix::sys::socket::{recvmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
@@ -40,15 +40,16 @@ impl RecvRing {
     /// returned to the caller to retry.
     ///
     /// An idle socket, or one carrying a ping-pong of small messages, is read with one
-    /// `recvmsg`: a busy-polling caller asks thousands of times per message, `recvmmsg` needs
-    /// its headers built each time, and after a lone datagram it would ask the kernel again
-    /// only to hear "empty". Bulk traffic (several datagrams at once, or large ones) is read
-    /// with `recvmmsg`.
-    pub(crate) fn recv(&mut self, fd: RawFd) -> Result<usize, Errno> {
+    /// `recvfrom`: a busy-polling caller asks thousands of times per message, `recvmmsg` needs
+    /// its headers built each time (and the kernel copies them in), and after a lone datagram
+    /// it would ask the kernel again only to hear "empty". `recvfrom` is the cheapest way to
+    /// hear that: no message header or iovec to copy in. Bulk traffic (several datagrams at
+    /// once, or large ones) is read with `recvmmsg`.
+    pub(crate) fn recv(&mut self, sock: &UdpSocket) -> Result<usize, Errno> {
         let r = if self.busy {
-            self.recv_batch(fd)
+            self.recv_batch(sock.as_raw_fd())
         } else {
-            self.recv_one(fd)
+            self.recv_one(sock)
         };
         self.busy = match r {
             Ok(1) => self.meta[0].0 >= BULK,
@@ -58,10 +59,12 @@ impl RecvRing {
         r
     }
 
-    fn recv_one(&mut self, fd: RawFd) -> Result<usize, Errno> {
-        let mut iov = [IoSliceMut::new(&mut self.slots[0])];
-        let got = io::recv_scatter(fd, &mut iov)?;
-        self.meta[0] = (got.len.min(SLOT), got.src);
+    fn recv_one(&mut self, sock: &UdpSocket) -> Result<usize, Errno> {
+        // A slot holds the largest UDP payload, so nothing is ever truncated.
+        let (len, src) = sock
+            .recv_from(&mut self.slots[0])
+            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())))?;
+        self.meta[0] = (len.min(SLOT), Some(src));
         Ok(1)
     }
 
@@ -113,4 +116,9 @@ impl RecvRing {
             .map(Vec::capacity)
             .sum()
     }
+}
+
+/// EIO, for an I/O error without an OS code (never seen from `recvfrom`).
+fn libc_eio() -> i32 {
+    Errno::EIO as i32
 }

@@ -20,6 +20,8 @@ pub struct RdStats {
     pub spurious_retransmits: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
+    /// Tail-loss probes sent (a quiet flight's newest datagram resent early).
+    pub tail_probes: u64,
     /// Data datagrams received twice (dropped).
     pub duplicates: u64,
     /// Data datagrams that arrived ahead of a gap.
@@ -30,6 +32,8 @@ pub struct RdStats {
     pub dropped_checksum: u64,
     /// ACK-only datagrams emitted.
     pub acks_sent: u64,
+    /// Data datagrams that filled the window or the peer's credit (the sender then waited).
+    pub window_full: u64,
     /// Sends the engine refused for a full send buffer (kept queued, sent later).
     pub would_block: u64,
     /// Messages the peers acknowledged.
@@ -71,11 +75,13 @@ impl RdStats {
         self.retransmits += s.retransmits;
         self.spurious_retransmits += s.spurious_retransmits;
         self.timeouts += s.timeouts;
+        self.tail_probes += s.tail_probes;
         self.duplicates += s.duplicates;
         self.out_of_order += s.out_of_order;
         self.dropped += s.dropped();
         self.dropped_checksum += s.dropped_checksum;
         self.acks_sent += s.acks_sent;
+        self.window_full += s.window_full;
         self.would_block += s.would_block;
         self.messages_acked += s.messages_acked;
         self.messages_delivered += s.messages_delivered;

@@ -11,9 +11,14 @@ use reliability::header::MAX_HEADER_LEN;
 use reliability::GatherTransmit;
 
 use super::super::dgram::DatagramSocket;
+use super::super::io;
 
 /// Datagrams per `sendmmsg`.
 pub(crate) const TX_BATCH: usize = 16;
+
+/// A lone datagram up to this size is joined on the stack and sent with `sendto`, which costs
+/// the kernel less than gathering `sendmsg` pieces (no message header or iovecs to copy in).
+const JOIN_MAX: usize = 2048;
 
 pub(crate) struct TxItem {
     pub(crate) dst: SockaddrStorage,
@@ -22,10 +27,11 @@ pub(crate) struct TxItem {
 }
 
 impl TxItem {
-    fn iov(&self) -> [IoSlice<'_>; 3] {
+    fn iov(&self) -> [IoSlice<'_>; 4] {
         [
             IoSlice::new(&self.header[..self.t.header_len]),
             IoSlice::new(&self.t.payload),
+            IoSlice::new(&self.t.payload_tail),
             IoSlice::new(self.t.trailer.as_ref().map_or(&[][..], |t| &t[..])),
         ]
     }
@@ -36,6 +42,8 @@ impl TxItem {
 #[derive(Default)]
 pub(crate) struct TxQueue {
     items: VecDeque<TxItem>,
+    /// Where a lone small datagram is joined for `sendto`.
+    joined: Vec<u8>,
 }
 
 impl TxQueue {
@@ -52,9 +60,16 @@ impl TxQueue {
     /// is a loss like any other.
     pub(crate) fn flush(&mut self, sock: &mut DatagramSocket, errors: &mut u64) -> bool {
         while !self.items.is_empty() {
-            let r = if sock.faulty() || self.items.len() == 1 {
+            let r = if sock.faulty() {
                 let it = &self.items[0];
                 sock.send(&it.iov(), &it.dst).map(|_| 1)
+            } else if self.items.len() == 1 {
+                let it = &self.items[0];
+                if it.t.size() <= JOIN_MAX {
+                    Self::send_joined(sock, it, &mut self.joined)
+                } else {
+                    sock.send(&it.iov(), &it.dst).map(|_| 1)
+                }
             } else {
                 self.send_batch(sock.fd())
             };
@@ -73,9 +88,23 @@ impl TxQueue {
         true
     }
 
+    fn send_joined(sock: &DatagramSocket, it: &TxItem, buf: &mut Vec<u8>) -> Result<usize, Errno> {
+        buf.clear();
+        for piece in it.iov() {
+            buf.extend_from_slice(&piece);
+        }
+        let Some(dst) = io::to_std(&it.dst) else {
+            return Err(Errno::EAFNOSUPPORT);
+        };
+        sock.socket()
+            .send_to(buf, dst)
+            .map(|_| 1)
+            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)))
+    }
+
     fn send_batch(&self, fd: RawFd) -> Result<usize, Errno> {
         let n = self.items.len().min(TX_BATCH);
-        let iovs: Vec<[IoSlice<'_>; 3]> = self.items.iter().take(n).map(TxItem::iov).collect();
+        let iovs: Vec<[IoSlice<'_>; 4]> = self.items.iter().take(n).map(TxItem::iov).collect();
         let addrs: Vec<Option<SockaddrStorage>> =
             self.items.iter().take(n).map(|it| Some(it.dst)).collect();
         let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(n, None);
@@ -86,6 +115,6 @@ impl TxQueue {
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.items.capacity() * std::mem::size_of::<TxItem>()
+        self.items.capacity() * std::mem::size_of::<TxItem>() + self.joined.capacity()
     }
 }
