@@ -7,23 +7,25 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// `d1 57` ("diwarp"), then the format version.
 const MAGIC: [u8; 2] = [0xd1, 0x57];
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
-/// An endpoint's address: the UDP socket every peer starts on, the TCP port an RC connection is
+/// An endpoint's address: the UDP socket every peer starts on, the number of the queue pair
+/// behind it (datagrams name their destination queue pair), the TCP port an RC connection is
 /// accepted on (0 until that path exists), and a nonce that tells two incarnations of an
 /// endpoint on the same address apart, so a restarted rank is never mistaken for its predecessor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EpName {
     pub ip: IpAddr,
     pub udp_port: u16,
+    pub qpn: u32,
     pub tcp_port: u16,
     pub nonce: u64,
 }
 
 impl EpName {
     /// Bytes on the wire: magic (2), version (1), family (1), UDP port (2), TCP port (2),
-    /// address (16; IPv4 in the first 4), nonce (8). Integers big-endian.
-    pub const LEN: usize = 32;
+    /// address (16; IPv4 in the first 4), nonce (8), QP number (4). Integers big-endian.
+    pub const LEN: usize = 36;
 
     pub fn udp_addr(&self) -> SocketAddr {
         SocketAddr::new(self.ip, self.udp_port)
@@ -46,6 +48,7 @@ impl EpName {
         b[4..6].copy_from_slice(&self.udp_port.to_be_bytes());
         b[6..8].copy_from_slice(&self.tcp_port.to_be_bytes());
         b[24..32].copy_from_slice(&self.nonce.to_be_bytes());
+        b[32..36].copy_from_slice(&self.qpn.to_be_bytes());
         b
     }
 
@@ -69,19 +72,21 @@ impl EpName {
         Some(EpName {
             ip,
             udp_port,
+            qpn: u32::from_be_bytes(b[32..36].try_into().ok()?),
             tcp_port: u16::from_be_bytes([b[6], b[7]]),
             nonce: u64::from_be_bytes(b[24..32].try_into().ok()?),
         })
     }
 }
 
-/// `fi_av_straddr`'s form: `diwarp://<ip>:<udp>/<tcp>#<nonce>`.
+/// `fi_av_straddr`'s form: `diwarp://<ip>:<udp>/<qpn>/<tcp>#<nonce>`.
 impl fmt::Display for EpName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "diwarp://{}/{}#{:016x}",
+            "diwarp://{}/{}/{}#{:016x}",
             self.udp_addr(),
+            self.qpn,
             self.tcp_port,
             self.nonce
         )
@@ -97,12 +102,14 @@ mod tests {
             EpName {
                 ip: "10.1.2.3".parse().unwrap(),
                 udp_port: 40000,
+                qpn: 7,
                 tcp_port: 0,
                 nonce: 0x0123_4567_89ab_cdef,
             },
             EpName {
                 ip: "fd00::1".parse().unwrap(),
                 udp_port: 1,
+                qpn: u32::MAX,
                 tcp_port: 65535,
                 nonce: u64::MAX,
             },
@@ -121,7 +128,7 @@ mod tests {
     #[test]
     fn foreign_bytes_are_refused() {
         let good = names()[0].encode();
-        assert_eq!(EpName::decode(&good[..31]), None);
+        assert_eq!(EpName::decode(&good[..35]), None);
         assert_eq!(EpName::decode(&[0u8; EpName::LEN]), None);
         // Magic, version, family, a zero UDP port, stray bytes after an IPv4 address.
         for (i, v) in [(0, 0u8), (2, 2), (3, 5), (20, 1)] {
@@ -138,7 +145,7 @@ mod tests {
     fn display() {
         assert_eq!(
             names()[0].to_string(),
-            "diwarp://10.1.2.3:40000/0#0123456789abcdef"
+            "diwarp://10.1.2.3:40000/7/0#0123456789abcdef"
         );
     }
 }

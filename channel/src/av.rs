@@ -5,6 +5,8 @@
 //! Removed slots are never reused, so a stale handle can never reach a different peer
 //! (Open MPI removes every peer just before closing the endpoint, with data still in flight).
 
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -27,7 +29,15 @@ pub enum AvType {
 pub struct AddressVector {
     pub domain: Arc<Domain>,
     pub av_type: AvType,
-    slots: RwLock<Vec<Option<EpName>>>,
+    table: RwLock<Table>,
+}
+
+/// Handles to names, and back from a datagram's source address (the newest live handle for
+/// an address, which is what a reinserted peer should be known by).
+#[derive(Debug, Default)]
+struct Table {
+    slots: Vec<Option<EpName>>,
+    by_addr: HashMap<SocketAddr, u64>,
 }
 
 /// The outcome of one batch insert: a handle (or [`ADDR_NOTAVAIL`]) per address, how many
@@ -66,7 +76,10 @@ impl AddressVector {
         Ok(Arc::new(AddressVector {
             domain: Arc::clone(domain),
             av_type,
-            slots: RwLock::new(Vec::with_capacity(count.min(1 << 16))),
+            table: RwLock::new(Table {
+                slots: Vec::with_capacity(count.min(1 << 16)),
+                by_addr: HashMap::new(),
+            }),
         }))
     }
 
@@ -81,7 +94,7 @@ impl AddressVector {
         if flags & !(FI_MORE | FI_SYNC_ERR) != 0 {
             return Err(Errno::BADFLAGS);
         }
-        let mut slots = self.slots.write();
+        let mut t = self.table.write();
         let mut out = Inserted {
             handles: Vec::with_capacity(names.len() / EpName::LEN),
             errors: Vec::with_capacity(names.len() / EpName::LEN),
@@ -90,9 +103,11 @@ impl AddressVector {
         for chunk in names.chunks_exact(EpName::LEN) {
             match EpName::decode(chunk) {
                 Some(name) => {
-                    out.handles.push(slots.len() as u64);
+                    let handle = t.slots.len() as u64;
+                    out.handles.push(handle);
                     out.errors.push(Errno(0));
-                    slots.push(Some(name));
+                    t.slots.push(Some(name));
+                    t.by_addr.insert(name.udp_addr(), handle);
                     out.count += 1;
                 }
                 None => {
@@ -109,18 +124,23 @@ impl AddressVector {
         if flags != 0 {
             return Err(Errno::BADFLAGS);
         }
-        let mut slots = self.slots.write();
+        let mut t = self.table.write();
         let live = |h: u64| {
             usize::try_from(h)
                 .ok()
-                .and_then(|i| slots.get(i))
+                .and_then(|i| t.slots.get(i))
                 .is_some_and(Option::is_some)
         };
         if !handles.iter().all(|&h| live(h)) {
             return Err(Errno::INVAL);
         }
         for &h in handles {
-            slots[h as usize] = None;
+            if let Some(name) = t.slots[h as usize].take() {
+                let addr = name.udp_addr();
+                if t.by_addr.get(&addr) == Some(&h) {
+                    t.by_addr.remove(&addr);
+                }
+            }
         }
         Ok(())
     }
@@ -128,8 +148,13 @@ impl AddressVector {
     pub fn lookup(&self, handle: u64) -> Result<EpName> {
         usize::try_from(handle)
             .ok()
-            .and_then(|i| self.slots.read().get(i).copied().flatten())
+            .and_then(|i| self.table.read().slots.get(i).copied().flatten())
             .ok_or(Errno::INVAL)
+    }
+
+    /// The handle a datagram from `addr` is reported with, if the peer is in the vector.
+    pub fn handle_of(&self, addr: SocketAddr) -> Option<u64> {
+        self.table.read().by_addr.get(&addr).copied()
     }
 }
 
@@ -153,6 +178,7 @@ mod tests {
         EpName {
             ip: "127.0.0.1".parse().unwrap(),
             udp_port: port,
+            qpn: 1,
             tcp_port: 0,
             nonce: port as u64,
         }
@@ -196,8 +222,11 @@ mod tests {
         av.insert(&packed(&[name(1), name(2)]), 0).unwrap();
         assert_eq!(av.remove(&[0, 7], 0), Err(Errno::INVAL));
         assert_eq!(av.lookup(0), Ok(name(1)), "a failed remove removes nothing");
+        assert_eq!(av.handle_of(name(1).udp_addr()), Some(0));
         av.remove(&[0], 0).unwrap();
         assert_eq!(av.lookup(0), Err(Errno::INVAL));
+        assert_eq!(av.handle_of(name(1).udp_addr()), None);
+        assert_eq!(av.handle_of(name(2).udp_addr()), Some(1));
         assert_eq!(av.remove(&[0], 0), Err(Errno::INVAL));
         let r = av.insert(&packed(&[name(3)]), 0).unwrap();
         assert_eq!(r.handles, [2]);
@@ -230,7 +259,7 @@ mod tests {
     fn straddr_forms() {
         assert_eq!(
             straddr(&name(9).encode()),
-            "diwarp://127.0.0.1:9/0#0000000000000009"
+            "diwarp://127.0.0.1:9/1/0#0000000000000009"
         );
         assert_eq!(straddr(&[1, 2]), "diwarp://?0102");
     }

@@ -2,7 +2,8 @@
 //! 0 as fatal) and a pending error is FI_EAVAIL until `readerr` takes it.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
@@ -61,11 +62,30 @@ struct Entries {
     err: VecDeque<CompletionError>,
 }
 
-#[derive(Debug)]
+/// Something that makes progress when the application reads the queue: the endpoints bound
+/// to it (manual progress, FI_PROGRESS_MANUAL).
+pub trait Progress: Send + Sync {
+    fn progress(&self);
+}
+
+/// Empty reads in a row after which each further empty read yields the CPU: with more ranks
+/// than cores a spinning rank would otherwise hold the core its peer needs to answer.
+const SPINS_BEFORE_YIELD: u32 = 64;
+
 pub struct CompletionQueue {
     pub domain: Arc<Domain>,
     pub format: CqFormat,
     entries: Mutex<Entries>,
+    sources: Mutex<Vec<Weak<dyn Progress>>>,
+    empty_reads: AtomicU32,
+}
+
+impl std::fmt::Debug for CompletionQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompletionQueue")
+            .field("format", &self.format)
+            .finish_non_exhaustive()
+    }
 }
 
 impl CompletionQueue {
@@ -88,7 +108,24 @@ impl CompletionQueue {
             domain: Arc::clone(domain),
             format,
             entries: Mutex::new(entries),
+            sources: Mutex::new(Vec::new()),
+            empty_reads: AtomicU32::new(0),
         }))
+    }
+
+    /// `source` makes progress whenever this queue is read, until it is dropped.
+    pub fn add_source(&self, source: Weak<dyn Progress>) {
+        let mut s = self.sources.lock();
+        s.retain(|w| w.strong_count() > 0);
+        s.push(source);
+    }
+
+    fn drive(&self) {
+        // Cloned out so an endpoint's progress may push completions without this lock held.
+        let sources: Vec<_> = self.sources.lock().iter().filter_map(Weak::upgrade).collect();
+        for s in sources {
+            s.progress();
+        }
     }
 
     pub fn push(&self, c: Completion) {
@@ -99,8 +136,22 @@ impl CompletionQueue {
         self.entries.lock().err.push_back(e);
     }
 
-    /// Hands up to `max` completions to `out`, oldest first, and returns how many.
-    pub fn read(&self, max: usize, mut out: impl FnMut(usize, &Completion)) -> Result<usize> {
+    /// Makes progress on the bound endpoints, then hands up to `max` completions to `out`,
+    /// oldest first, and returns how many.
+    pub fn read(&self, max: usize, out: impl FnMut(usize, &Completion)) -> Result<usize> {
+        self.drive();
+        let r = self.take(max, out);
+        if r == Err(Errno::AGAIN) {
+            if self.empty_reads.fetch_add(1, Ordering::Relaxed) >= SPINS_BEFORE_YIELD {
+                std::thread::yield_now();
+            }
+        } else {
+            self.empty_reads.store(0, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn take(&self, max: usize, mut out: impl FnMut(usize, &Completion)) -> Result<usize> {
         let mut q = self.entries.lock();
         if !q.err.is_empty() {
             return Err(Errno(FI_EAVAIL));

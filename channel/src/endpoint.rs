@@ -1,16 +1,21 @@
-//! The RDM endpoint's control side: its name and socket, what it is bound to, enabling, options.
+//! The RDM endpoint: its name, what it is bound to, enabling, options, and the entry to its
+//! data path ([`crate::data`]) with the progress thread and the linger at close.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::addr::EpName;
 use crate::av::AddressVector;
 use crate::cntr::Counter;
-use crate::cq::CompletionQueue;
+use crate::cq::{CompletionQueue, Progress};
+use crate::data::{DataPath, Outputs, RecvArgs, SendArgs};
 use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
@@ -48,16 +53,35 @@ struct State {
     rx_op_flags: u64,
 }
 
+/// The progress thread of an enabled endpoint.
+#[derive(Debug)]
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
 #[derive(Debug)]
 pub struct Endpoint {
     pub domain: Arc<Domain>,
     pub info: Info,
     name: EpName,
-    /// Bound at creation so the name is known before any traffic; the data path moves it into
-    /// the endpoint's datagram queue pair.
-    socket: UdpSocket,
     state: Mutex<State>,
+    data: Mutex<DataPath>,
+    ticker: Mutex<Option<Ticker>>,
+    /// When the application last made progress itself; the thread stays out of its way.
+    last_poll: Mutex<Instant>,
 }
+
+/// The progress thread wakes at least this often while the application does not poll, so
+/// peers are acknowledged even when no timer is due.
+const TICK: Duration = Duration::from_millis(10);
+
+/// The thread leaves progress to the application while it polled this recently.
+const APP_ACTIVE: Duration = Duration::from_millis(2);
+
+/// After its own data is acknowledged, a closing endpoint keeps answering this long, so the
+/// acknowledgement a peer's last send waits for still goes out.
+const CLOSE_ACK_GRACE: Duration = Duration::from_millis(3);
 
 const CNTR_FLAGS: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
@@ -76,12 +100,14 @@ impl Endpoint {
             Errno(e.raw_os_error().map_or(FI_EOTHER, |n| n as u32))
         })?;
         let port = socket.local_addr().map_err(|_| Errno::OTHER)?.port();
-        let name = EpName {
+        let mut name = EpName {
             ip,
             udp_port: port,
+            qpn: 0,
             tcp_port: 0,
             nonce: RandomState::new().hash_one((std::process::id(), port)),
         };
+        let data = DataPath::new(socket, &domain.fabric.config, &mut name)?;
         diag!(Info, EpCtrl, "endpoint {name}");
         let state = State {
             bound: Bound::default(),
@@ -94,17 +120,15 @@ impl Endpoint {
             domain: Arc::clone(domain),
             info,
             name,
-            socket,
             state: Mutex::new(state),
+            data: Mutex::new(data),
+            ticker: Mutex::new(None),
+            last_poll: Mutex::new(Instant::now()),
         }))
     }
 
     pub fn name(&self) -> EpName {
         self.name
-    }
-
-    pub fn socket(&self) -> &UdpSocket {
-        &self.socket
     }
 
     pub fn bind(&self, target: Bind, flags: u64) -> Result<()> {
@@ -165,19 +189,145 @@ impl Endpoint {
     }
 
     /// An RDM endpoint needs an AV to address peers, and somewhere to report each direction's
-    /// completions (a CQ, or a counter for that direction).
-    pub fn enable(&self) -> Result<()> {
+    /// completions (a CQ, or a counter for that direction). Enabling connects the data path
+    /// to them and starts the progress thread.
+    pub fn enable(self: &Arc<Self>) -> Result<()> {
         let mut st = self.state.lock();
-        let b = &st.bound;
-        if b.av.is_none() {
-            return Err(Errno::NOAV);
+        if st.enabled {
+            return Ok(());
         }
+        let b = &st.bound;
+        let Some(av) = b.av.clone() else {
+            return Err(Errno::NOAV);
+        };
         let counted = |f: u64| b.cntrs.iter().any(|(_, flags)| flags & f != 0);
         if (b.tx_cq.is_none() && !counted(FI_SEND)) || (b.rx_cq.is_none() && !counted(FI_RECV)) {
             return Err(Errno(FI_ENOCQ));
         }
+        let out = Outputs {
+            tx_cq: b.tx_cq.clone(),
+            rx_cq: b.rx_cq.clone(),
+            tx_selective: b.tx_selective,
+            rx_selective: b.rx_selective,
+            cntrs: b.cntrs.clone(),
+        };
+        let me: Weak<dyn Progress> = Arc::downgrade(self) as Weak<dyn Progress>;
+        for cq in [&b.tx_cq, &b.rx_cq].into_iter().flatten() {
+            cq.add_source(me.clone());
+        }
+        let directed = self.info.caps & FI_DIRECTED_RECV != 0;
+        self.data.lock().enable(av, out, directed);
         st.enabled = true;
+        *self.ticker.lock() = Some(self.start_ticker());
         Ok(())
+    }
+
+    fn start_ticker(self: &Arc<Self>) -> Ticker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let weak = Arc::downgrade(self);
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("diwarp-progress".into())
+            .spawn(move || tick(&weak, &flag))
+            .expect("spawn the progress thread");
+        Ticker { stop, thread }
+    }
+
+    fn data_op<T>(&self, f: impl FnOnce(&mut DataPath) -> Result<T>) -> Result<T> {
+        if !self.is_enabled() {
+            return Err(Errno::OPBADSTATE);
+        }
+        f(&mut self.data.lock())
+    }
+
+    pub fn send(&self, a: SendArgs) -> Result<()> {
+        self.data_op(|d| d.send(a))
+    }
+
+    pub fn recv(&self, mut a: RecvArgs) -> Result<()> {
+        if a.flags & FI_MULTI_RECV != 0 && self.info.caps & FI_MULTI_RECV == 0 {
+            a.flags &= !FI_MULTI_RECV;
+        }
+        self.data_op(|d| {
+            d.min_multi_recv = self.min_multi_recv();
+            d.recv(a)
+        })
+    }
+
+    pub fn cancel(&self, context: usize) -> Result<()> {
+        self.data_op(|d| d.cancel(context))
+    }
+
+    /// Stops the progress thread and lingers (bounded by FI_DIWARP_LINGER_MS) until the
+    /// endpoint's data is acknowledged: MPICH closes right after its last send, with no
+    /// barrier, and the peer still needs those bytes (and our acknowledgements).
+    pub fn shutdown(&self) {
+        if let Some(t) = self.ticker.lock().take() {
+            t.stop.store(true, Ordering::Release);
+            t.thread.thread().unpark();
+            let _ = t.thread.join();
+        }
+        let linger = self.domain.fabric.config.linger;
+        let start = Instant::now();
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            let mut d = self.data.lock();
+            d.progress();
+            let now = Instant::now();
+            if d.idle() {
+                let since = *idle_since.get_or_insert(now);
+                if now - since >= CLOSE_ACK_GRACE {
+                    break;
+                }
+            } else {
+                idle_since = None;
+            }
+            if now - start >= linger {
+                if !d.idle() {
+                    diag!(Warn, EpCtrl, "closing with data not acknowledged after {linger:?}");
+                }
+                break;
+            }
+            drop(d);
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        self.report_memory();
+    }
+
+    fn report_memory(&self) {
+        let Some(dest) = self.domain.fabric.config.mem_report.as_deref() else {
+            return;
+        };
+        let d = self.data.lock();
+        let m = d.memory();
+        let line = format!(
+            "diwarp-mem pid={} ep={} queue_pair={} rx_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={}\n",
+            std::process::id(),
+            self.name,
+            m.queue_pair,
+            m.rx_buffers,
+            m.unexpected,
+            m.unexpected_peak,
+            m.pending,
+            d.stats.sent,
+            d.stats.received,
+            d.stats.malformed,
+            d.stats.stray,
+        );
+        let r = match dest {
+            "-" => {
+                eprint!("{line}");
+                Ok(())
+            }
+            path => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path.replace("%p", &std::process::id().to_string()))
+                .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes())),
+        };
+        if let Err(e) = r {
+            diag!(Warn, EpCtrl, "FI_DIWARP_MEM_REPORT={dest}: {e}");
+        }
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -223,6 +373,43 @@ impl Endpoint {
             return Err(Errno::INVAL);
         }
         Ok(())
+    }
+}
+
+impl Progress for Endpoint {
+    fn progress(&self) {
+        if !self.is_enabled() {
+            return;
+        }
+        *self.last_poll.lock() = Instant::now();
+        self.data.lock().progress();
+    }
+}
+
+/// The progress thread: sleeps until the data path's next deadline (an ACK or a
+/// retransmission due) or a tick, and makes progress then unless the application is
+/// polling itself. It never blocks the application: it only takes the lock if it is free.
+fn tick(ep: &Weak<Endpoint>, stop: &AtomicBool) {
+    while !stop.load(Ordering::Acquire) {
+        let Some(ep) = ep.upgrade() else { return };
+        let now = Instant::now();
+        let last = *ep.last_poll.lock();
+        let wake = if now - last < APP_ACTIVE {
+            last + APP_ACTIVE
+        } else {
+            match ep.data.try_lock() {
+                Some(mut d) => {
+                    d.progress();
+                    d.next_deadline().unwrap_or(now + TICK).min(now + TICK)
+                }
+                None => now + Duration::from_micros(200),
+            }
+        };
+        drop(ep);
+        let wait = wake
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_micros(50));
+        std::thread::park_timeout(wait);
     }
 }
 
@@ -278,11 +465,12 @@ mod tests {
     }
 
     #[test]
-    fn name_is_a_bound_socket() {
+    fn name_is_a_bound_socket_and_queue_pair() {
         let (ep, ..) = parts();
         let n = ep.name();
         assert_ne!(n.udp_port, 0);
-        assert_eq!(ep.socket().local_addr().unwrap(), n.udp_addr());
+        assert_ne!(n.qpn, 0);
+        assert!(UdpSocket::bind(n.udp_addr()).is_err(), "the port is taken");
         assert_eq!(EpName::decode(&n.encode()), Some(n));
     }
 

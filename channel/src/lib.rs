@@ -7,13 +7,15 @@
 //! parameters and logging, and the object modules ([`fabric`], [`domain`], [`endpoint`], [`cq`],
 //! [`av`], [`cntr`]) hold the state behind each fid.
 //!
-//! Still to come: the data path (tag matching, eager and rendezvous protocols over the
-//! reliable-datagram queue pair, progress); until then send and receive calls return -FI_ENOSYS.
+//! [`data`] is the data path: tag matching ([`matching`]) and the eager and rendezvous
+//! protocols over one reliable-datagram queue pair, with progress in CQ reads and a timer
+//! thread.
 
 pub mod addr;
 pub mod av;
 pub mod cntr;
 pub mod cq;
+pub mod data;
 pub mod domain;
 pub mod endpoint;
 pub mod error;

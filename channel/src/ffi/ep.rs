@@ -8,7 +8,7 @@ use std::ptr;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{av, cntr, cq, domain, info, stubs, sys};
+use super::{av, cntr, cq, domain, info, msg, stubs, sys};
 use crate::addr::EpName;
 use crate::endpoint::{Bind, Endpoint};
 use crate::error::{Errno, Result};
@@ -21,7 +21,7 @@ static FI_OPS: sys::fi_ops = sys::fi_ops {
 
 static EP_OPS: sys::fi_ops_ep = sys::fi_ops_ep {
     size: size_of::<sys::fi_ops_ep>(),
-    cancel: Some(stubs::ep_cancel),
+    cancel: Some(cancel),
     getopt: Some(getopt),
     setopt: Some(setopt),
     tx_ctx: Some(stubs::ep_tx_ctx),
@@ -66,9 +66,9 @@ pub(super) unsafe extern "C" fn open(
             fid: obj::header::<Endpoint>(context),
             ops: ptr::from_ref(&EP_OPS).cast_mut(),
             cm: ptr::from_ref(&CM_OPS).cast_mut(),
-            msg: ptr::from_ref(&stubs::MSG_OPS).cast_mut(),
+            msg: ptr::from_ref(&msg::MSG_OPS).cast_mut(),
             rma: ptr::from_ref(&stubs::RMA_OPS).cast_mut(),
-            tagged: ptr::from_ref(&stubs::TAGGED_OPS).cast_mut(),
+            tagged: ptr::from_ref(&msg::TAGGED_OPS).cast_mut(),
             atomic: ptr::from_ref(&stubs::ATOMIC_OPS).cast_mut(),
             collective: ptr::from_ref(&stubs::COLLECTIVE_OPS).cast_mut(),
         };
@@ -77,13 +77,26 @@ pub(super) unsafe extern "C" fn open(
     })
 }
 
+/// `fi_close`: lingers until the endpoint's sends are acknowledged (bounded), then frees it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("ep close", || obj::close::<Endpoint>(fid).map(|()| 0))
+    entry("ep close", || {
+        get(fid.cast())?.shutdown();
+        obj::close::<Endpoint>(fid).map(|()| 0)
+    })
 }
 
 /// SAFETY: as for [`obj::get`].
-unsafe fn get<'a>(p: *const c_void) -> Result<&'a std::sync::Arc<Endpoint>> {
+pub(super) unsafe fn get<'a>(p: *const c_void) -> Result<&'a std::sync::Arc<Endpoint>> {
     obj::get::<Endpoint>(p)
+}
+
+/// `fi_cancel`: a posted receive completes with FI_ECANCELED; -FI_ENOENT if none has this
+/// context (it matched already, or it is a send, which cannot be cancelled).
+unsafe extern "C" fn cancel(fid: sys::fid_t, context: *mut c_void) -> isize {
+    entry("fi_cancel", || {
+        get(fid.cast())?.cancel(context as usize)?;
+        Ok(0)
+    })
 }
 
 /// `fi_ep_bind`: the bound object's class says what it is.

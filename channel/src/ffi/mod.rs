@@ -20,6 +20,8 @@ mod domain;
 mod ep;
 mod fabric;
 mod info;
+pub(crate) mod mem;
+mod msg;
 mod obj;
 mod panic;
 mod param;

@@ -77,7 +77,6 @@ pub(super) static MR_OPS: fi_ops_mr = fi_ops_mr {
 
 // Endpoint control and connection management that RDM endpoints do not use.
 enosys! {
-    ep_cancel(fid_t, Ctx) -> isize;
     ep_tx_ctx(Ep, c_int, *mut fi_tx_attr, *mut Ep, Ctx) -> c_int;
     ep_rx_ctx(Ep, c_int, *mut fi_rx_attr, *mut Ep, Ctx) -> c_int;
     ep_rx_size_left(Ep) -> isize;
@@ -91,54 +90,6 @@ enosys! {
     cm_shutdown(Ep, u64) -> c_int;
     cm_join(Ep, *const c_void, u64, *mut *mut fid_mc, Ctx) -> c_int;
 }
-
-// Untagged and tagged messages: the data path is not written yet.
-enosys! {
-    msg_recv(Ep, Ctx, usize, Ctx, fi_addr_t, Ctx) -> isize;
-    msg_recvv(Ep, *const iovec, *mut Ctx, usize, fi_addr_t, Ctx) -> isize;
-    msg_recvmsg(Ep, *const fi_msg, u64) -> isize;
-    msg_send(Ep, *const c_void, usize, Ctx, fi_addr_t, Ctx) -> isize;
-    msg_sendv(Ep, *const iovec, *mut Ctx, usize, fi_addr_t, Ctx) -> isize;
-    msg_sendmsg(Ep, *const fi_msg, u64) -> isize;
-    msg_inject(Ep, *const c_void, usize, fi_addr_t) -> isize;
-    msg_senddata(Ep, *const c_void, usize, Ctx, u64, fi_addr_t, Ctx) -> isize;
-    msg_injectdata(Ep, *const c_void, usize, u64, fi_addr_t) -> isize;
-    tagged_recv(Ep, Ctx, usize, Ctx, fi_addr_t, u64, u64, Ctx) -> isize;
-    tagged_recvv(Ep, *const iovec, *mut Ctx, usize, fi_addr_t, u64, u64, Ctx) -> isize;
-    tagged_recvmsg(Ep, *const fi_msg_tagged, u64) -> isize;
-    tagged_send(Ep, *const c_void, usize, Ctx, fi_addr_t, u64, Ctx) -> isize;
-    tagged_sendv(Ep, *const iovec, *mut Ctx, usize, fi_addr_t, u64, Ctx) -> isize;
-    tagged_sendmsg(Ep, *const fi_msg_tagged, u64) -> isize;
-    tagged_inject(Ep, *const c_void, usize, fi_addr_t, u64) -> isize;
-    tagged_senddata(Ep, *const c_void, usize, Ctx, u64, fi_addr_t, u64, Ctx) -> isize;
-    tagged_injectdata(Ep, *const c_void, usize, u64, fi_addr_t, u64) -> isize;
-}
-
-pub(super) static MSG_OPS: fi_ops_msg = fi_ops_msg {
-    size: size_of::<fi_ops_msg>(),
-    recv: Some(msg_recv),
-    recvv: Some(msg_recvv),
-    recvmsg: Some(msg_recvmsg),
-    send: Some(msg_send),
-    sendv: Some(msg_sendv),
-    sendmsg: Some(msg_sendmsg),
-    inject: Some(msg_inject),
-    senddata: Some(msg_senddata),
-    injectdata: Some(msg_injectdata),
-};
-
-pub(super) static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
-    size: size_of::<fi_ops_tagged>(),
-    recv: Some(tagged_recv),
-    recvv: Some(tagged_recvv),
-    recvmsg: Some(tagged_recvmsg),
-    send: Some(tagged_send),
-    sendv: Some(tagged_sendv),
-    sendmsg: Some(tagged_sendmsg),
-    inject: Some(tagged_inject),
-    senddata: Some(tagged_senddata),
-    injectdata: Some(tagged_injectdata),
-};
 
 // RMA, atomics and collectives are not offered (no FI_RMA, FI_ATOMIC or FI_COLLECTIVE caps).
 enosys! {

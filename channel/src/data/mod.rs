@@ -1,0 +1,781 @@
+//! The endpoint's data path: MPI messages over one reliable-datagram queue pair.
+//!
+//! Every message to a peer is one RD message, so the queue pair's per-peer order is the
+//! order the matcher sees (MPI's non-overtaking rule). Messages up to the eager size carry
+//! their bytes; longer ones are a rendezvous: RTS, the receiver matches and answers CTS with
+//! how many bytes it takes, and the data follows as chunks that name the receive and their
+//! offset, placed into the application's buffer as they come. The queue pair completes a send
+//! when the peer has acknowledged it, which is when an eager send, or a rendezvous's last
+//! chunk, completes to the application (FI_DELIVERY_COMPLETE as MPICH asks for it).
+//!
+//! Receive buffers for the queue pair are the provider's own, all of one size; each message
+//! is copied once from there into the application's buffer, or into an unexpected-message
+//! copy charged to the matcher's account.
+
+mod complete;
+mod ops;
+mod wire;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::Instant;
+
+use iwarp::verbs::{
+    AddressHandle, QpConfig, QpType, QueuePair, RecvWr, SendOpcode, SendWrOwned, WcOpcode,
+    WcStatus, WorkCompletion,
+};
+
+use crate::addr::EpName;
+use crate::av::{AddressVector, ADDR_NOTAVAIL};
+use crate::cq::Completion;
+use crate::diag;
+use crate::error::{Errno, Result};
+use crate::ffi::sys::*;
+use crate::info::INJECT_SIZE;
+use crate::matching::{
+    Arrival, Context, Delivery, Header, Kind, Matcher, Peek, PeerId, Post, Protocol,
+    RecvSpec, Taken,
+};
+use crate::params::Config;
+pub use complete::Outputs;
+use complete::kind_flag;
+pub use ops::{RecvArgs, SendArgs};
+use ops::{Held, Outgoing, PendingSend, Recv, RndvRecv, Role};
+use wire::{Matching, Msg, DATA_HEADER, MATCH_HEADER};
+
+/// Sources not in the address vector: only receives from any peer match them.
+const UNKNOWN_PEER: PeerId = PeerId(u32::MAX - 1);
+
+/// Rendezvous data per chunk: one RD message of this size plus its header fits a datagram.
+pub const CHUNK: usize = 60 * 1024;
+
+/// Largest eager payload: eager messages share the receive buffers with chunks.
+pub const EAGER_MAX: usize = CHUNK;
+
+/// Receive buffers posted to the queue pair. Each is one RD message's worth; the RD layer
+/// holds what arrives for lack of one (bounded) and the sender's window does the rest.
+const RX_BUFFERS: usize = 32;
+
+/// Rendezvous chunks posted and not yet acknowledged, across all sends: bounds the copies
+/// the queue pair holds for retransmission.
+const CHUNK_WINDOW: usize = 64;
+
+/// Sends waiting for queue-pair slots before a new send is refused with FI_EAGAIN.
+const BACKLOG_MAX: usize = 4096;
+
+/// Queue-pair completions taken per poll.
+const POLL_BATCH: usize = 64;
+
+/// Counters for the memory and diagnostics report.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    pub sent: u64,
+    pub received: u64,
+    pub malformed: u64,
+    pub stray: u64,
+    pub oversized: u64,
+    pub failed_sends: u64,
+}
+
+/// What the data path holds, for FI_DIWARP_MEM_REPORT.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Memory {
+    pub queue_pair: usize,
+    pub rx_buffers: usize,
+    pub unexpected: usize,
+    pub unexpected_peak: usize,
+    pub pending: usize,
+}
+
+pub struct DataPath {
+    qp: QueuePair,
+    name: EpName,
+    eager: usize,
+    buf_size: usize,
+    /// Set by `enable`.
+    av: Option<Arc<AddressVector>>,
+    out: Outputs,
+    directed: bool,
+    pub min_multi_recv: usize,
+    matcher: Matcher<Recv, Held>,
+    next_id: u64,
+    roles: HashMap<u64, Role>,
+    sends: HashMap<u64, PendingSend>,
+    rndv: HashMap<u64, RndvRecv>,
+    backlog: VecDeque<Outgoing>,
+    chunks_inflight: usize,
+    wcs: Vec<WorkCompletion>,
+    pub stats: Stats,
+}
+
+impl std::fmt::Debug for DataPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataPath")
+            .field("name", &self.name)
+            .field("sends", &self.sends.len())
+            .field("backlog", &self.backlog.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DataPath {
+    /// A queue pair on `socket`, with its receive buffers posted. `name` gets its QP number.
+    pub fn new(socket: UdpSocket, config: &Config, name: &mut EpName) -> Result<DataPath> {
+        let mut qc = QpConfig {
+            max_send_wr: 4 * BACKLOG_MAX,
+            max_recv_wr: 2 * RX_BUFFERS,
+            ..QpConfig::default()
+        };
+        qc.rd.idle_timeout = config.peer_timeout;
+        let mut qp = QueuePair::create(QpType::Rd, qc).map_err(|e| {
+            diag!(Warn, EpCtrl, "cannot create the RD queue pair: {e}");
+            Errno::INVAL
+        })?;
+        qp.attach_udp(socket).map_err(|e| {
+            diag!(Warn, EpCtrl, "cannot attach the UDP socket: {e}");
+            Errno::OTHER
+        })?;
+        name.qpn = qp.qpn();
+        let eager = config.eager_size.min(EAGER_MAX);
+        let buf_size = (eager + MATCH_HEADER).max(CHUNK + DATA_HEADER);
+        for _ in 0..RX_BUFFERS {
+            qp.post_recv(RecvWr {
+                wr_id: 0,
+                buf: vec![0; buf_size],
+            })
+            .map_err(|_| Errno::NOMEM)?;
+        }
+        Ok(DataPath {
+            qp,
+            name: *name,
+            eager,
+            buf_size,
+            av: None,
+            out: Outputs::default(),
+            directed: true,
+            min_multi_recv: crate::endpoint::DEFAULT_MIN_MULTI_RECV,
+            matcher: Matcher::default(),
+            next_id: 1,
+            roles: HashMap::new(),
+            sends: HashMap::new(),
+            rndv: HashMap::new(),
+            backlog: VecDeque::new(),
+            chunks_inflight: 0,
+            wcs: Vec::with_capacity(POLL_BATCH),
+            stats: Stats::default(),
+        })
+    }
+
+    /// Connects the data path to what the endpoint bound. `directed`: FI_DIRECTED_RECV is on,
+    /// so a receive's source address restricts it.
+    pub fn enable(&mut self, av: Arc<AddressVector>, out: Outputs, directed: bool) {
+        self.av = Some(av);
+        self.out = out;
+        self.directed = directed;
+    }
+
+    fn av(&self) -> Result<&Arc<AddressVector>> {
+        self.av.as_ref().ok_or(Errno::OPBADSTATE)
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    // ---- sends ------------------------------------------------------------------------
+
+    pub fn send(&mut self, a: SendArgs) -> Result<()> {
+        let name = self.av()?.lookup(a.dest)?;
+        let len = a.mem.len();
+        if a.flags & FI_INJECT != 0 && len > INJECT_SIZE {
+            return Err(Errno::INVAL);
+        }
+        if self.backlog.len() >= BACKLOG_MAX {
+            self.progress();
+            if self.backlog.len() >= BACKLOG_MAX {
+                return Err(Errno::AGAIN);
+            }
+        }
+        let m = Matching {
+            kind: a.kind,
+            tag: a.tag,
+            data: a.data,
+            len: len as u64,
+        };
+        let to = AddressHandle::new(name.udp_addr(), name.qpn);
+        self.stats.sent += 1;
+        if name.udp_addr() == self.name.udp_addr() && name.qpn == self.name.qpn {
+            // To itself: no queue pair involved, and no rendezvous needed.
+            let mut bytes = Vec::with_capacity(MATCH_HEADER + len);
+            wire::eager(&mut bytes, self.name.qpn, &m);
+            a.mem.read_into(0, len, &mut bytes);
+            self.handle_message(to.addr, &bytes);
+            let c = send_completion(a.kind, a.context, len);
+            self.out.send_done(c, a.flags);
+            return Ok(());
+        }
+        let id = self.id();
+        let pending = PendingSend {
+            kind: a.kind,
+            context: a.context,
+            flags: a.flags,
+            tag: a.tag,
+            len,
+            mem: None,
+            to,
+            outstanding: 1,
+            cleared: true,
+        };
+        if len <= self.eager {
+            let mut bytes = Vec::with_capacity(MATCH_HEADER + len);
+            wire::eager(&mut bytes, self.name.qpn, &m);
+            a.mem.read_into(0, len, &mut bytes);
+            let role = if a.flags & FI_INJECT != 0 {
+                // The bytes are copied: the injected send is done as far as the caller goes.
+                self.out
+                    .send_done(send_completion(a.kind, a.context, len), a.flags);
+                Role::Free
+            } else {
+                self.sends.insert(id, pending);
+                Role::Part { send: id }
+            };
+            self.submit(Outgoing::Message {
+                to,
+                bytes: bytes.into(),
+                role,
+            });
+        } else {
+            let mut bytes = Vec::with_capacity(MATCH_HEADER);
+            wire::rts(&mut bytes, self.name.qpn, &m, id);
+            self.sends.insert(
+                id,
+                PendingSend {
+                    mem: Some(a.mem),
+                    outstanding: 0,
+                    cleared: false,
+                    ..pending
+                },
+            );
+            self.submit(Outgoing::Message {
+                to,
+                bytes: bytes.into(),
+                role: Role::Rts { send: id },
+            });
+        }
+        Ok(())
+    }
+
+    /// Posts now if nothing is waiting ahead of it and there is room, else queues.
+    fn submit(&mut self, o: Outgoing) {
+        if self.backlog.is_empty() && self.can_post(&o) {
+            self.post(o);
+        } else {
+            self.backlog.push_back(o);
+        }
+    }
+
+    fn can_post(&self, o: &Outgoing) -> bool {
+        self.qp.send_queue_space() > 0
+            && !(matches!(o, Outgoing::Chunk { .. }) && self.chunks_inflight >= CHUNK_WINDOW)
+    }
+
+    fn flush_backlog(&mut self) {
+        while let Some(o) = self.backlog.front() {
+            if !self.can_post(o) {
+                return;
+            }
+            let o = self.backlog.pop_front().expect("front exists");
+            self.post(o);
+        }
+    }
+
+    fn post(&mut self, o: Outgoing) {
+        let (to, bytes, role) = match o {
+            Outgoing::Message { to, bytes, role } => (to, bytes, role),
+            Outgoing::Chunk {
+                send,
+                recv_id,
+                offset,
+                len,
+            } => {
+                // A send failed meanwhile: its remaining chunks are dropped.
+                let Some(s) = self.sends.get(&send) else {
+                    return;
+                };
+                let mem = s.mem.as_ref().expect("rendezvous sends keep their buffer");
+                let mut bytes = Vec::with_capacity(DATA_HEADER + len);
+                wire::data(&mut bytes, self.name.qpn, recv_id, offset as u64);
+                mem.read_into(offset, len, &mut bytes);
+                self.chunks_inflight += 1;
+                (s.to, bytes.into(), Role::Chunk { send })
+            }
+        };
+        let wr_id = self.id();
+        let wr = SendWrOwned {
+            wr_id,
+            opcode: SendOpcode::Send,
+            data: bytes,
+            ah: Some(to),
+            signaled: true,
+        };
+        match self.qp.post_send_owned(wr) {
+            Ok(()) => {
+                self.roles.insert(wr_id, role);
+            }
+            Err(e) => {
+                diag!(Warn, EpData, "send to {} refused: {e}", to.addr);
+                self.send_part_done(role, false);
+            }
+        }
+    }
+
+    /// One queue-pair send of `role` completed (or failed).
+    fn send_part_done(&mut self, role: Role, ok: bool) {
+        let send = match role {
+            Role::Free => return,
+            Role::Rts { send } if ok => {
+                let _ = send;
+                return;
+            }
+            Role::Chunk { send } => {
+                self.chunks_inflight -= 1;
+                send
+            }
+            Role::Part { send } | Role::Rts { send } => send,
+        };
+        if !ok {
+            if let Some(s) = self.sends.remove(&send) {
+                self.stats.failed_sends += 1;
+                diag!(Warn, EpData, "send to {} failed: the peer did not acknowledge it", s.to.addr);
+                self.out
+                    .send_failed(send_completion(s.kind, s.context, s.len), Errno(FI_EIO as u32));
+            }
+            return;
+        }
+        let Some(s) = self.sends.get_mut(&send) else {
+            return;
+        };
+        s.outstanding = s.outstanding.saturating_sub(1);
+        if s.outstanding == 0 && s.cleared {
+            self.complete_send(send);
+        }
+    }
+
+    fn complete_send(&mut self, send: u64) {
+        if let Some(s) = self.sends.remove(&send) {
+            let c = Completion {
+                tag: s.tag,
+                ..send_completion(s.kind, s.context, s.len)
+            };
+            self.out.send_done(c, s.flags);
+        }
+    }
+
+    fn on_cts(&mut self, handle: u64, recv_id: u64, wanted: u64) {
+        let Some(s) = self.sends.get_mut(&handle) else {
+            self.stats.stray += 1;
+            return;
+        };
+        if s.cleared || s.mem.is_none() {
+            self.stats.stray += 1;
+            return;
+        }
+        s.cleared = true;
+        let n = usize::try_from(wanted).unwrap_or(usize::MAX).min(s.len);
+        if n == 0 {
+            self.complete_send(handle);
+            return;
+        }
+        let chunks = n.div_ceil(CHUNK);
+        s.outstanding = u32::try_from(chunks).unwrap_or(u32::MAX);
+        for i in 0..chunks {
+            let offset = i * CHUNK;
+            self.submit(Outgoing::Chunk {
+                send: handle,
+                recv_id,
+                offset,
+                len: CHUNK.min(n - offset),
+            });
+        }
+    }
+
+    fn send_cts(&mut self, to: AddressHandle, handle: u64, recv_id: u64, wanted: usize) {
+        let mut bytes = Vec::with_capacity(wire::CTS_HEADER);
+        wire::cts(&mut bytes, self.name.qpn, handle, recv_id, wanted as u64);
+        self.submit(Outgoing::Message {
+            to,
+            bytes: bytes.into(),
+            role: Role::Free,
+        });
+    }
+
+    // ---- receives -----------------------------------------------------------------------
+
+    pub fn recv(&mut self, a: RecvArgs) -> Result<()> {
+        self.av()?;
+        let peer = if self.directed && a.src != FI_ADDR_UNSPEC {
+            PeerId(u32::try_from(a.src).ok().filter(|&p| p < UNKNOWN_PEER.0).ok_or(Errno::INVAL)?)
+        } else {
+            PeerId::ANY
+        };
+        let ctx = Context(a.context);
+        let spec = match a.kind {
+            Kind::Msg => RecvSpec::untagged(peer, a.mem.len(), ctx),
+            Kind::Tagged => RecvSpec::tagged(peer, a.tag, a.ignore, a.mem.len(), ctx),
+        };
+        let recv = Recv {
+            mem: a.mem,
+            flags: a.flags,
+        };
+        if a.flags & FI_PEEK != 0 {
+            self.progress();
+            self.peek(a.kind, spec, a.flags);
+            return Ok(());
+        }
+        if a.flags & FI_CLAIM != 0 {
+            return self.claim(a.kind, spec, recv, a.flags);
+        }
+        if a.flags & FI_MULTI_RECV != 0 {
+            if a.kind != Kind::Msg {
+                return Err(Errno::INVAL);
+            }
+            let mut taken = Vec::new();
+            self.matcher
+                .post_multi(spec, self.min_multi_recv, recv, &mut taken);
+            for t in taken {
+                self.take(Kind::Msg, t);
+            }
+            return Ok(());
+        }
+        if let Post::Matched(t) = self.matcher.post(a.kind, spec, recv) {
+            self.take(a.kind, t);
+        }
+        Ok(())
+    }
+
+    /// A receive took a buffered message.
+    fn take(&mut self, kind: Kind, t: Taken<Recv, Held>) {
+        match t.message.payload {
+            Held::Eager(bytes) => {
+                let d = t.delivery;
+                d.recv.mem.write_at(d.offset, &bytes[..d.placed]);
+                self.finish_recv(kind, &d);
+            }
+            Held::Rndv { handle, from } => self.start_rndv(kind, t.delivery, handle, from),
+        }
+    }
+
+    fn peek(&mut self, kind: Kind, spec: RecvSpec, flags: u64) {
+        let found = if flags & FI_CLAIM != 0 {
+            self.matcher.peek_claim(kind, &spec).found().map(|(h, _)| h)
+        } else if flags & FI_DISCARD != 0 {
+            self.matcher.peek_discard(kind, &spec).found().map(|m| {
+                self.release(m.payload);
+                m.header
+            })
+        } else {
+            match self.matcher.peek(kind, &spec) {
+                Peek::Found(h) => Some(h),
+                Peek::NoMessage => None,
+            }
+        };
+        match found {
+            Some(h) => {
+                let c = self.recv_completion(kind, spec.context, &h, h.len, 0);
+                self.out.recv_done(c, flags | FI_COMPLETION);
+            }
+            None => {
+                let c = Completion {
+                    op_context: spec.context.0,
+                    flags: FI_RECV | kind_flag(kind),
+                    ..Completion::default()
+                };
+                self.out.recv_failed(c, Errno::NOMSG, 0);
+            }
+        }
+    }
+
+    fn claim(&mut self, kind: Kind, spec: RecvSpec, recv: Recv, flags: u64) -> Result<()> {
+        if flags & FI_DISCARD != 0 {
+            let m = self
+                .matcher
+                .claim_discard(kind, spec.context)
+                .ok_or(Errno::INVAL)?;
+            let c = self.recv_completion(kind, spec.context, &m.header, 0, 0);
+            self.release(m.payload);
+            self.out.recv_done(c, flags);
+            return Ok(());
+        }
+        let t = self
+            .matcher
+            .claim(kind, spec, recv)
+            .map_err(|_| Errno::INVAL)?;
+        self.take(kind, t);
+        Ok(())
+    }
+
+    /// A buffered message is dropped: a rendezvous sender is told to send nothing.
+    fn release(&mut self, held: Held) {
+        if let Held::Rndv { handle, from } = held {
+            self.send_cts(from, handle, 0, 0);
+        }
+    }
+
+    pub fn cancel(&mut self, context: usize) -> Result<()> {
+        let c = self.matcher.cancel(Context(context)).ok_or(Errno::NOENT)?;
+        let mut flags = FI_RECV | kind_flag(c.kind);
+        if c.multi_recv {
+            flags |= FI_MULTI_RECV;
+        }
+        let comp = Completion {
+            op_context: context,
+            flags,
+            ..Completion::default()
+        };
+        self.out.recv_failed(comp, Errno::CANCELED, 0);
+        Ok(())
+    }
+
+    fn peer_of(&self, src: SocketAddr) -> PeerId {
+        self.av
+            .as_ref()
+            .and_then(|av| av.handle_of(src))
+            .and_then(|h| u32::try_from(h).ok())
+            .filter(|&h| h < UNKNOWN_PEER.0)
+            .map_or(UNKNOWN_PEER, PeerId)
+    }
+
+    fn recv_completion(
+        &self,
+        kind: Kind,
+        context: Context,
+        h: &Header,
+        len: usize,
+        buf: usize,
+    ) -> Completion {
+        let mut flags = FI_RECV | kind_flag(kind);
+        if h.data.is_some() {
+            flags |= FI_REMOTE_CQ_DATA;
+        }
+        Completion {
+            op_context: context.0,
+            flags,
+            len,
+            buf,
+            data: h.data.unwrap_or(0),
+            tag: if kind == Kind::Tagged { h.tag } else { 0 },
+            src: Some(if h.peer == UNKNOWN_PEER {
+                ADDR_NOTAVAIL
+            } else {
+                u64::from(h.peer.0)
+            }),
+        }
+    }
+
+    fn finish_recv(&mut self, kind: Kind, d: &Delivery<Recv>) {
+        let mut c = self.recv_completion(
+            kind,
+            d.context,
+            &d.header,
+            d.placed,
+            d.recv.mem.addr_at(d.offset),
+        );
+        if d.released {
+            c.flags |= FI_MULTI_RECV;
+        }
+        self.stats.received += 1;
+        match d.truncated() {
+            0 => self.out.recv_done(c, d.recv.flags),
+            lost => self.out.recv_failed(c, Errno::TRUNC, lost),
+        }
+    }
+
+    fn start_rndv(&mut self, kind: Kind, d: Delivery<Recv>, handle: u64, from: AddressHandle) {
+        if d.placed == 0 {
+            self.send_cts(from, handle, 0, 0);
+            self.finish_recv(kind, &d);
+            return;
+        }
+        let recv_id = self.id();
+        self.send_cts(from, handle, recv_id, d.placed);
+        self.rndv.insert(
+            recv_id,
+            RndvRecv {
+                kind,
+                delivery: d,
+                from: from.addr,
+                got: 0,
+            },
+        );
+    }
+
+    // ---- arrivals -----------------------------------------------------------------------
+
+    fn handle_message(&mut self, src: SocketAddr, bytes: &[u8]) {
+        let (qpn, msg) = match wire::parse(bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                self.stats.malformed += 1;
+                diag!(Debug, EpData, "message from {src} dropped: {e}");
+                return;
+            }
+        };
+        match msg {
+            Msg::Eager { m, payload } => {
+                let header = Header {
+                    peer: self.peer_of(src),
+                    tag: m.tag,
+                    data: m.data,
+                    len: payload.len(),
+                    protocol: Protocol::Eager,
+                };
+                let arrival = self
+                    .matcher
+                    .arrive(m.kind, header, |_| Held::Eager(payload.into()));
+                if let Arrival::Matched(d) = arrival {
+                    d.recv.mem.write_at(d.offset, &payload[..d.placed]);
+                    self.finish_recv(m.kind, &d);
+                }
+            }
+            Msg::Rts { m, handle } => {
+                let Ok(len) = usize::try_from(m.len) else {
+                    self.stats.malformed += 1;
+                    return;
+                };
+                let from = AddressHandle::new(src, qpn);
+                let header = Header {
+                    peer: self.peer_of(src),
+                    tag: m.tag,
+                    data: m.data,
+                    len,
+                    protocol: Protocol::Rendezvous { handle },
+                };
+                let arrival = self
+                    .matcher
+                    .arrive(m.kind, header, |_| Held::Rndv { handle, from });
+                if let Arrival::Matched(d) = arrival {
+                    self.start_rndv(m.kind, d, handle, from);
+                }
+            }
+            Msg::Cts {
+                handle,
+                recv_id,
+                wanted,
+            } => self.on_cts(handle, recv_id, wanted),
+            Msg::Data {
+                recv_id,
+                offset,
+                payload,
+            } => self.on_data(src, recv_id, offset, payload),
+        }
+    }
+
+    fn on_data(&mut self, src: SocketAddr, recv_id: u64, offset: u64, payload: &[u8]) {
+        let Some(r) = self.rndv.get_mut(&recv_id) else {
+            self.stats.stray += 1;
+            return;
+        };
+        let d = &r.delivery;
+        let fits = usize::try_from(offset)
+            .ok()
+            .and_then(|o| o.checked_add(payload.len()))
+            .is_some_and(|end| end <= d.placed);
+        if r.from != src || !fits {
+            self.stats.malformed += 1;
+            return;
+        }
+        d.recv.mem.write_at(d.offset + offset as usize, payload);
+        r.got += payload.len();
+        if r.got >= d.placed {
+            let r = self.rndv.remove(&recv_id).expect("present");
+            self.finish_recv(r.kind, &r.delivery);
+        }
+    }
+
+    // ---- progress -----------------------------------------------------------------------
+
+    /// Drains the queue pair's completions (which runs its I/O and timers) and posts what
+    /// waited for room.
+    pub fn progress(&mut self) {
+        self.flush_backlog();
+        let mut wcs = std::mem::take(&mut self.wcs);
+        loop {
+            wcs.clear();
+            let n = match self.qp.poll_cq(&mut wcs, POLL_BATCH) {
+                Ok(n) => n,
+                Err(e) => {
+                    diag!(Warn, EpData, "queue pair failed: {e}");
+                    0
+                }
+            };
+            for wc in wcs.drain(..) {
+                self.on_completion(wc);
+            }
+            self.flush_backlog();
+            if n < POLL_BATCH {
+                break;
+            }
+        }
+        self.wcs = wcs;
+    }
+
+    fn on_completion(&mut self, mut wc: WorkCompletion) {
+        match wc.opcode {
+            WcOpcode::Send => {
+                if let Some(role) = self.roles.remove(&wc.wr_id) {
+                    self.send_part_done(role, wc.status == WcStatus::Success);
+                }
+            }
+            WcOpcode::Recv => {
+                let Some(buf) = wc.buf.take() else { return };
+                match (wc.status, wc.src) {
+                    (WcStatus::Success, Some(src)) => {
+                        let len = wc.byte_len.min(buf.len());
+                        self.handle_message(src, &buf[..len]);
+                    }
+                    (WcStatus::LocalLengthError, _) => self.stats.oversized += 1,
+                    (WcStatus::FlushError, _) => return,
+                    _ => self.stats.malformed += 1,
+                }
+                if self.qp.post_recv(RecvWr { wr_id: 0, buf }).is_err() {
+                    diag!(Warn, EpData, "cannot repost a receive buffer");
+                }
+            }
+        }
+    }
+
+    /// Nothing of ours is waiting for the peer: every send is acknowledged.
+    pub fn idle(&self) -> bool {
+        self.roles.is_empty() && self.backlog.is_empty()
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.qp.next_deadline()
+    }
+
+    pub fn memory(&self) -> Memory {
+        Memory {
+            queue_pair: self.qp.memory_bytes(),
+            rx_buffers: RX_BUFFERS * self.buf_size,
+            unexpected: self.matcher.account().current(),
+            unexpected_peak: self.matcher.account().peak(),
+            pending: self.sends.len() * std::mem::size_of::<PendingSend>()
+                + self.rndv.len() * std::mem::size_of::<RndvRecv>()
+                + self.backlog.len() * std::mem::size_of::<Outgoing>(),
+        }
+    }
+}
+
+fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
+    Completion {
+        op_context: context,
+        flags: FI_SEND | kind_flag(kind),
+        len,
+        ..Completion::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

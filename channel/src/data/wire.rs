@@ -1,0 +1,278 @@
+//! The provider's message header: the first bytes of every RD message between two endpoints.
+//!
+//! MPI matching data rides in front of the eager payload (DESIGN.md "Wire"); a rendezvous is
+//! RTS (matching data and the sender's handle), CTS (the receiver's handle and how many bytes
+//! it takes) and DATA chunks that name the receive and their offset, so each is placed where it
+//! belongs whatever order the engine hands them over in. Integers are little-endian.
+//!
+//! ```text
+//! byte 0 op | byte 1 flags | 2..4 zero | 4..8 sender's QP number | then per op:
+//! EAGER, RTS  tag u64 | cq data u64 | length u64 | handle u64 (RTS; EAGER 0)   payload (EAGER)
+//! CTS         handle u64 | receive id u64 | wanted u64
+//! DATA        receive id u64 | offset u64                                    payload
+//! ```
+
+use crate::matching::Kind;
+
+const EAGER: u8 = 1;
+const RTS: u8 = 2;
+const CTS: u8 = 3;
+const DATA: u8 = 4;
+
+const F_TAGGED: u8 = 1;
+const F_CQ_DATA: u8 = 2;
+
+/// Header bytes of EAGER and RTS.
+pub const MATCH_HEADER: usize = 40;
+/// Header bytes of CTS.
+pub const CTS_HEADER: usize = 32;
+/// Header bytes of DATA.
+pub const DATA_HEADER: usize = 24;
+
+/// Matching data of an EAGER or RTS message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Matching {
+    pub kind: Kind,
+    pub tag: u64,
+    pub data: Option<u64>,
+    pub len: u64,
+}
+
+/// A parsed message; payloads borrow from the datagram.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Msg<'a> {
+    Eager { m: Matching, payload: &'a [u8] },
+    Rts { m: Matching, handle: u64 },
+    Cts { handle: u64, recv_id: u64, wanted: u64 },
+    Data { recv_id: u64, offset: u64, payload: &'a [u8] },
+}
+
+/// Why a message was dropped (each is counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("message shorter than its header")]
+    Short,
+    #[error("unknown operation {0}")]
+    Op(u8),
+    #[error("reserved bits set")]
+    Reserved,
+    #[error("eager length {len} disagrees with the {payload} bytes carried")]
+    Length { len: u64, payload: usize },
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn put(out: &mut Vec<u8>, qpn: u32, op: u8, flags: u8, words: &[u64]) {
+    out.extend_from_slice(&[op, flags, 0, 0]);
+    out.extend_from_slice(&qpn.to_le_bytes());
+    for w in words {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+}
+
+fn match_flags(m: &Matching) -> u8 {
+    let mut f = 0;
+    if m.kind == Kind::Tagged {
+        f |= F_TAGGED;
+    }
+    if m.data.is_some() {
+        f |= F_CQ_DATA;
+    }
+    f
+}
+
+/// Appends an EAGER header; the caller appends `m.len` payload bytes.
+pub fn eager(out: &mut Vec<u8>, qpn: u32, m: &Matching) {
+    put(out, qpn, EAGER, match_flags(m), &[m.tag, m.data.unwrap_or(0), m.len, 0]);
+}
+
+pub fn rts(out: &mut Vec<u8>, qpn: u32, m: &Matching, handle: u64) {
+    put(out, qpn, RTS, match_flags(m), &[m.tag, m.data.unwrap_or(0), m.len, handle]);
+}
+
+pub fn cts(out: &mut Vec<u8>, qpn: u32, handle: u64, recv_id: u64, wanted: u64) {
+    put(out, qpn, CTS, 0, &[handle, recv_id, wanted]);
+}
+
+/// Appends a DATA header; the caller appends the chunk.
+pub fn data(out: &mut Vec<u8>, qpn: u32, recv_id: u64, offset: u64) {
+    put(out, qpn, DATA, 0, &[recv_id, offset]);
+}
+
+/// The sender's QP number and the message.
+pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
+    if b.len() < 8 {
+        return Err(WireError::Short);
+    }
+    let (op, flags) = (b[0], b[1]);
+    if b[2..4].iter().any(|&x| x != 0) {
+        return Err(WireError::Reserved);
+    }
+    let qpn = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes"));
+    let need = match op {
+        EAGER | RTS => MATCH_HEADER,
+        CTS => CTS_HEADER,
+        DATA => DATA_HEADER,
+        _ => return Err(WireError::Op(op)),
+    };
+    if b.len() < need {
+        return Err(WireError::Short);
+    }
+    let allowed = if matches!(op, EAGER | RTS) {
+        F_TAGGED | F_CQ_DATA
+    } else {
+        0
+    };
+    if flags & !allowed != 0 {
+        return Err(WireError::Reserved);
+    }
+    let matching = || Matching {
+        kind: if flags & F_TAGGED != 0 {
+            Kind::Tagged
+        } else {
+            Kind::Msg
+        },
+        tag: u64_at(b, 8),
+        data: (flags & F_CQ_DATA != 0).then(|| u64_at(b, 16)),
+        len: u64_at(b, 24),
+    };
+    Ok((qpn, match op {
+        EAGER => {
+            let m = matching();
+            let payload = &b[MATCH_HEADER..];
+            if m.len != payload.len() as u64 || u64_at(b, 32) != 0 {
+                return Err(WireError::Length {
+                    len: m.len,
+                    payload: payload.len(),
+                });
+            }
+            Msg::Eager { m, payload }
+        }
+        RTS => {
+            if b.len() != MATCH_HEADER {
+                return Err(WireError::Short);
+            }
+            Msg::Rts {
+                m: matching(),
+                handle: u64_at(b, 32),
+            }
+        }
+        CTS => {
+            if b.len() != CTS_HEADER {
+                return Err(WireError::Short);
+            }
+            Msg::Cts {
+                handle: u64_at(b, 8),
+                recv_id: u64_at(b, 16),
+                wanted: u64_at(b, 24),
+            }
+        }
+        _ => Msg::Data {
+            recv_id: u64_at(b, 8),
+            offset: u64_at(b, 16),
+            payload: &b[DATA_HEADER..],
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn m(kind: Kind, data: Option<u64>, len: u64) -> Matching {
+        Matching {
+            kind,
+            tag: 0x8000_0000_0000_0001,
+            data,
+            len,
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let mut b = vec![];
+        eager(&mut b, 3, &m(Kind::Tagged, Some(7), 3));
+        b.extend_from_slice(b"abc");
+        assert_eq!(
+            parse(&b).map(|(q, m)| {
+                assert_eq!(q, 3);
+                m
+            }),
+            Ok(Msg::Eager {
+                m: m(Kind::Tagged, Some(7), 3),
+                payload: b"abc"
+            })
+        );
+        b.clear();
+        rts(&mut b, 3, &m(Kind::Msg, None, 1 << 40), 99);
+        assert_eq!(
+            parse(&b).map(|(q, m)| {
+                assert_eq!(q, 3);
+                m
+            }),
+            Ok(Msg::Rts {
+                m: m(Kind::Msg, None, 1 << 40),
+                handle: 99
+            })
+        );
+        b.clear();
+        cts(&mut b, 3, 1, 2, 3);
+        assert_eq!(
+            parse(&b).map(|(q, m)| {
+                assert_eq!(q, 3);
+                m
+            }),
+            Ok(Msg::Cts {
+                handle: 1,
+                recv_id: 2,
+                wanted: 3
+            })
+        );
+        b.clear();
+        data(&mut b, 3, 5, 6);
+        b.push(9);
+        assert_eq!(
+            parse(&b).map(|(q, m)| {
+                assert_eq!(q, 3);
+                m
+            }),
+            Ok(Msg::Data {
+                recv_id: 5,
+                offset: 6,
+                payload: &[9]
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_is_refused() {
+        let mut b = vec![];
+        eager(&mut b, 3, &m(Kind::Msg, None, 4));
+        b.extend_from_slice(b"abc");
+        assert!(matches!(parse(&b), Err(WireError::Length { .. })));
+        assert_eq!(parse(&b[..7]).err(), Some(WireError::Short));
+        let mut x = b.clone();
+        x[0] = 9;
+        assert_eq!(parse(&x).err(), Some(WireError::Op(9)));
+        let mut x = b.clone();
+        x[3] = 1;
+        assert_eq!(parse(&x).err(), Some(WireError::Reserved));
+        let mut c = vec![];
+        cts(&mut c, 3, 1, 2, 3);
+        c[1] = F_TAGGED;
+        assert_eq!(parse(&c).err(), Some(WireError::Reserved));
+        c[1] = 0;
+        c.push(0);
+        assert_eq!(parse(&c).err(), Some(WireError::Short));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let _ = parse(&b);
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Application memory named by the pointers of a send or receive call.
+//!
+//! libfabric's contract is that a buffer passed to a data operation stays valid, and is not
+//! touched by the application, until the operation completes (or, for FI_INJECT, until the
+//! call returns). [`UserMem`] is built only here, from those pointers, and gives the safe
+//! layer bounds-checked reads and writes; this module is where that contract is relied upon.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::sys::iovec;
+use crate::error::{Errno, Result};
+
+/// One contiguous piece: an address and a length.
+#[derive(Clone, Copy, Debug)]
+struct Seg {
+    addr: usize,
+    len: usize,
+}
+
+#[derive(Clone, Debug)]
+enum Backing {
+    /// The application's buffers, by address.
+    Raw(Arc<[Seg]>),
+    /// Memory owned by the provider itself: tests of the safe layer.
+    Owned(Arc<Mutex<Vec<u8>>>),
+}
+
+/// A send's source or a receive's destination: one buffer or an iovec, viewed as one range of
+/// `len()` bytes starting `base` bytes into the backing memory.
+#[derive(Clone, Debug)]
+pub struct UserMem {
+    backing: Backing,
+    base: usize,
+    len: usize,
+}
+
+impl UserMem {
+    /// A buffer of `len` bytes at `ptr` (any pointer when `len` is 0).
+    ///
+    /// SAFETY: `ptr` is valid for reads and writes of `len` bytes until the operation it
+    /// belongs to completes.
+    pub(super) unsafe fn from_raw(ptr: *const u8, len: usize) -> Result<UserMem> {
+        if ptr.is_null() && len > 0 {
+            return Err(Errno::INVAL);
+        }
+        Ok(UserMem {
+            backing: Backing::Raw(Arc::from([Seg {
+                addr: ptr as usize,
+                len,
+            }])),
+            base: 0,
+            len,
+        })
+    }
+
+    /// The buffers of an iovec array.
+    ///
+    /// SAFETY: `iov` is null (with `count` 0) or points to `count` iovecs, each valid as for
+    /// [`UserMem::from_raw`].
+    pub(super) unsafe fn from_iov(iov: *const iovec, count: usize) -> Result<UserMem> {
+        if count == 0 {
+            return UserMem::from_raw(std::ptr::null(), 0);
+        }
+        if iov.is_null() {
+            return Err(Errno::INVAL);
+        }
+        let v = std::slice::from_raw_parts(iov, count);
+        let mut segs = Vec::with_capacity(count);
+        let mut len = 0usize;
+        for e in v {
+            if e.iov_base.is_null() && e.iov_len > 0 {
+                return Err(Errno::INVAL);
+            }
+            len = len.checked_add(e.iov_len).ok_or(Errno::INVAL)?;
+            segs.push(Seg {
+                addr: e.iov_base as usize,
+                len: e.iov_len,
+            });
+        }
+        Ok(UserMem {
+            backing: Backing::Raw(segs.into()),
+            base: 0,
+            len,
+        })
+    }
+
+    /// Memory of the provider's own (for tests): the returned handle shows its contents.
+    pub fn owned(bytes: Vec<u8>) -> (UserMem, Arc<Mutex<Vec<u8>>>) {
+        let len = bytes.len();
+        let v = Arc::new(Mutex::new(bytes));
+        let m = UserMem {
+            backing: Backing::Owned(Arc::clone(&v)),
+            base: 0,
+            len,
+        };
+        (m, v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `len` bytes from `offset` (clamped to what there is).
+    pub fn slice(&self, offset: usize, len: usize) -> UserMem {
+        let offset = offset.min(self.len);
+        UserMem {
+            backing: self.backing.clone(),
+            base: self.base + offset,
+            len: len.min(self.len - offset),
+        }
+    }
+
+    /// The address of byte `offset`, as completions report a buffer (0 for owned memory).
+    pub fn addr_at(&self, offset: usize) -> usize {
+        match &self.backing {
+            Backing::Raw(segs) => {
+                let mut at = self.base + offset;
+                for s in segs.iter() {
+                    if at < s.len || s.len == 0 && at == 0 {
+                        return s.addr + at;
+                    }
+                    at -= s.len;
+                }
+                segs.last().map_or(0, |s| s.addr + s.len)
+            }
+            Backing::Owned(_) => 0,
+        }
+    }
+
+    /// Calls `f` on each backing piece overlapping `[offset, offset + len)` of this range,
+    /// with the piece's position relative to `offset`.
+    fn for_pieces(&self, offset: usize, len: usize, mut f: impl FnMut(usize, usize, usize)) {
+        let start = self.base + offset.min(self.len);
+        let end = self.base + (offset.saturating_add(len)).min(self.len);
+        let Backing::Raw(segs) = &self.backing else {
+            return;
+        };
+        let mut seg_start = 0usize;
+        for s in segs.iter() {
+            let seg_end = seg_start + s.len;
+            let lo = start.max(seg_start);
+            let hi = end.min(seg_end);
+            if lo < hi {
+                f(s.addr + (lo - seg_start), lo - start, hi - lo);
+            }
+            if seg_end >= end {
+                break;
+            }
+            seg_start = seg_end;
+        }
+    }
+
+    /// Copies `data` to `offset`; what would fall past the end is not written. Returns the
+    /// bytes written.
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> usize {
+        let n = data.len().min(self.len.saturating_sub(offset));
+        match &self.backing {
+            Backing::Raw(_) => self.for_pieces(offset, n, |addr, rel, len| {
+                // SAFETY: the piece lies inside a buffer the application lent for this
+                // operation (from_raw/from_iov), and `rel + len <= n <= data.len()`.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(data.as_ptr().add(rel), addr as *mut u8, len)
+                }
+            }),
+            Backing::Owned(v) => {
+                let at = self.base + offset;
+                v.lock()[at..at + n].copy_from_slice(&data[..n]);
+            }
+        }
+        n
+    }
+
+    /// Appends `len` bytes from `offset` (clamped to what there is) to `out`.
+    pub fn read_into(&self, offset: usize, len: usize, out: &mut Vec<u8>) {
+        let n = len.min(self.len.saturating_sub(offset));
+        match &self.backing {
+            Backing::Raw(_) => self.for_pieces(offset, n, |addr, _, len| {
+                // SAFETY: as in write_at; the application may not write the buffer meanwhile.
+                out.extend_from_slice(unsafe { std::slice::from_raw_parts(addr as *const u8, len) })
+            }),
+            Backing::Owned(v) => {
+                let at = self.base + offset;
+                out.extend_from_slice(&v.lock()[at..at + n]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iov_pieces_read_and_write_across_boundaries() {
+        let mut a = [0u8; 3];
+        let mut b = [0u8; 0];
+        let mut c = [0u8; 5];
+        let iov = [
+            iovec { iov_base: a.as_mut_ptr().cast(), iov_len: a.len() },
+            iovec { iov_base: b.as_mut_ptr().cast(), iov_len: 0 },
+            iovec { iov_base: c.as_mut_ptr().cast(), iov_len: c.len() },
+        ];
+        // SAFETY: the arrays outlive every use of `m`.
+        let m = unsafe { UserMem::from_iov(iov.as_ptr(), iov.len()) }.unwrap();
+        assert_eq!(m.len(), 8);
+        assert_eq!(m.write_at(2, &[1, 2, 3, 4, 5, 6, 7]), 6);
+        let mut out = vec![];
+        m.read_into(1, 100, &mut out);
+        assert_eq!(out, [0, 1, 2, 3, 4, 5, 6]);
+        let s = m.slice(4, 2);
+        assert_eq!(s.addr_at(0), c.as_ptr() as usize + 1);
+        out.clear();
+        s.read_into(0, 9, &mut out);
+        assert_eq!(out, [3, 4]);
+        assert_eq!(a, [0, 0, 1]);
+        assert_eq!(c, [2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn null_with_length_is_refused() {
+        // SAFETY: a null pointer is checked before any use.
+        assert!(unsafe { UserMem::from_raw(std::ptr::null(), 4) }.is_err());
+        assert!(unsafe { UserMem::from_raw(std::ptr::null(), 0) }.is_ok());
+    }
+}

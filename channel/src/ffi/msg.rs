@@ -1,0 +1,211 @@
+//! `fi_ops_msg` and `fi_ops_tagged`: every send and receive call, converted once into the
+//! data path's [`SendArgs`]/[`RecvArgs`].
+
+use std::ffi::c_void;
+use std::mem::size_of;
+
+use super::ep;
+use super::mem::UserMem;
+use super::panic::entry;
+use super::sys::*;
+use crate::data::{RecvArgs, SendArgs};
+use crate::error::{Errno, Result};
+use crate::info::IOV_LIMIT;
+use crate::matching::Kind;
+
+type Ctx = *mut c_void;
+type Ep = *mut fid_ep;
+
+/// SAFETY: `buf` is valid for `len` bytes until the operation completes (libfabric contract).
+unsafe fn one(buf: *const c_void, len: usize) -> Result<UserMem> {
+    UserMem::from_raw(buf.cast(), len)
+}
+
+/// SAFETY: `iov` holds `count` valid iovecs (libfabric contract).
+unsafe fn iov(iov: *const iovec, count: usize) -> Result<UserMem> {
+    if count > IOV_LIMIT {
+        return Err(Errno::INVAL);
+    }
+    UserMem::from_iov(iov, count)
+}
+
+/// Plain calls use the endpoint's default flags (FI_COMPLETION and the completion level);
+/// `extra` adds FI_INJECT or FI_REMOTE_CQ_DATA.
+///
+/// SAFETY: `ep` is a live fid.
+unsafe fn send(ep: Ep, kind: Kind, mem: UserMem, dest: fi_addr_t, tag: u64, data: Option<u64>, context: Ctx, extra: u64) -> Result<isize> {
+    let e = ep::get(ep.cast())?;
+    let flags = match extra & FI_INJECT {
+        0 => e.op_flags(FI_TRANSMIT)? | extra,
+        _ => extra,
+    };
+    e.send(SendArgs {
+        kind,
+        dest,
+        mem,
+        tag,
+        data,
+        context: context as usize,
+        flags,
+    })?;
+    Ok(0)
+}
+
+/// SAFETY: `ep` is a live fid.
+unsafe fn recv(ep: Ep, kind: Kind, mem: UserMem, src: fi_addr_t, tag: u64, ignore: u64, context: Ctx, flags: Option<u64>) -> Result<isize> {
+    let e = ep::get(ep.cast())?;
+    let flags = match flags {
+        Some(f) => f,
+        None => e.op_flags(FI_RECV)?,
+    };
+    e.recv(RecvArgs {
+        kind,
+        src,
+        mem,
+        tag,
+        ignore,
+        context: context as usize,
+        flags,
+    })?;
+    Ok(0)
+}
+
+fn cq_data(flags: u64, data: u64) -> Option<u64> {
+    (flags & FI_REMOTE_CQ_DATA != 0).then_some(data)
+}
+
+unsafe extern "C" fn msg_recv(ep: Ep, buf: Ctx, len: usize, _desc: Ctx, src: fi_addr_t, context: Ctx) -> isize {
+    entry("fi_recv", || recv(ep, Kind::Msg, one(buf, len)?, src, 0, 0, context, None))
+}
+
+unsafe extern "C" fn msg_recvv(ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, src: fi_addr_t, context: Ctx) -> isize {
+    entry("fi_recvv", || recv(ep, Kind::Msg, iov(v, count)?, src, 0, 0, context, None))
+}
+
+unsafe extern "C" fn msg_recvmsg(ep: Ep, m: *const fi_msg, flags: u64) -> isize {
+    entry("fi_recvmsg", || {
+        let m = m.as_ref().ok_or(Errno::INVAL)?;
+        recv(ep, Kind::Msg, iov(m.msg_iov, m.iov_count)?, m.addr, 0, 0, m.context, Some(flags))
+    })
+}
+
+unsafe extern "C" fn msg_send(ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, dest: fi_addr_t, context: Ctx) -> isize {
+    entry("fi_send", || send(ep, Kind::Msg, one(buf, len)?, dest, 0, None, context, 0))
+}
+
+unsafe extern "C" fn msg_sendv(ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, dest: fi_addr_t, context: Ctx) -> isize {
+    entry("fi_sendv", || send(ep, Kind::Msg, iov(v, count)?, dest, 0, None, context, 0))
+}
+
+unsafe extern "C" fn msg_sendmsg(ep: Ep, m: *const fi_msg, flags: u64) -> isize {
+    entry("fi_sendmsg", || {
+        let m = m.as_ref().ok_or(Errno::INVAL)?;
+        let e = ep::get(ep.cast())?;
+        e.send(SendArgs {
+            kind: Kind::Msg,
+            dest: m.addr,
+            mem: iov(m.msg_iov, m.iov_count)?,
+            tag: 0,
+            data: cq_data(flags, m.data),
+            context: m.context as usize,
+            flags,
+        })?;
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn msg_inject(ep: Ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
+    entry("fi_inject", || send(ep, Kind::Msg, one(buf, len)?, dest, 0, None, std::ptr::null_mut(), FI_INJECT))
+}
+
+unsafe extern "C" fn msg_senddata(ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, data: u64, dest: fi_addr_t, context: Ctx) -> isize {
+    entry("fi_senddata", || send(ep, Kind::Msg, one(buf, len)?, dest, 0, Some(data), context, FI_REMOTE_CQ_DATA))
+}
+
+unsafe extern "C" fn msg_injectdata(ep: Ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t) -> isize {
+    entry("fi_injectdata", || send(ep, Kind::Msg, one(buf, len)?, dest, 0, Some(data), std::ptr::null_mut(), FI_INJECT | FI_REMOTE_CQ_DATA))
+}
+
+unsafe extern "C" fn tagged_recv(ep: Ep, buf: Ctx, len: usize, _desc: Ctx, src: fi_addr_t, tag: u64, ignore: u64, context: Ctx) -> isize {
+    entry("fi_trecv", || recv(ep, Kind::Tagged, one(buf, len)?, src, tag, ignore, context, None))
+}
+
+unsafe extern "C" fn tagged_recvv(ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, src: fi_addr_t, tag: u64, ignore: u64, context: Ctx) -> isize {
+    entry("fi_trecvv", || recv(ep, Kind::Tagged, iov(v, count)?, src, tag, ignore, context, None))
+}
+
+unsafe extern "C" fn tagged_recvmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64) -> isize {
+    entry("fi_trecvmsg", || {
+        let m = m.as_ref().ok_or(Errno::INVAL)?;
+        // A peek or claim carries no buffer worth checking; a discard none at all.
+        let mem = if flags & (FI_PEEK | FI_DISCARD) != 0 && m.msg_iov.is_null() {
+            UserMem::from_raw(std::ptr::null(), 0)?
+        } else {
+            iov(m.msg_iov, m.iov_count)?
+        };
+        recv(ep, Kind::Tagged, mem, m.addr, m.tag, m.ignore, m.context, Some(flags))
+    })
+}
+
+unsafe extern "C" fn tagged_send(ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, dest: fi_addr_t, tag: u64, context: Ctx) -> isize {
+    entry("fi_tsend", || send(ep, Kind::Tagged, one(buf, len)?, dest, tag, None, context, 0))
+}
+
+unsafe extern "C" fn tagged_sendv(ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, dest: fi_addr_t, tag: u64, context: Ctx) -> isize {
+    entry("fi_tsendv", || send(ep, Kind::Tagged, iov(v, count)?, dest, tag, None, context, 0))
+}
+
+unsafe extern "C" fn tagged_sendmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64) -> isize {
+    entry("fi_tsendmsg", || {
+        let m = m.as_ref().ok_or(Errno::INVAL)?;
+        let e = ep::get(ep.cast())?;
+        e.send(SendArgs {
+            kind: Kind::Tagged,
+            dest: m.addr,
+            mem: iov(m.msg_iov, m.iov_count)?,
+            tag: m.tag,
+            data: cq_data(flags, m.data),
+            context: m.context as usize,
+            flags,
+        })?;
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn tagged_inject(ep: Ep, buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64) -> isize {
+    entry("fi_tinject", || send(ep, Kind::Tagged, one(buf, len)?, dest, tag, None, std::ptr::null_mut(), FI_INJECT))
+}
+
+unsafe extern "C" fn tagged_senddata(ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, data: u64, dest: fi_addr_t, tag: u64, context: Ctx) -> isize {
+    entry("fi_tsenddata", || send(ep, Kind::Tagged, one(buf, len)?, dest, tag, Some(data), context, FI_REMOTE_CQ_DATA))
+}
+
+unsafe extern "C" fn tagged_injectdata(ep: Ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, tag: u64) -> isize {
+    entry("fi_tinjectdata", || send(ep, Kind::Tagged, one(buf, len)?, dest, tag, Some(data), std::ptr::null_mut(), FI_INJECT | FI_REMOTE_CQ_DATA))
+}
+
+pub(super) static MSG_OPS: fi_ops_msg = fi_ops_msg {
+    size: size_of::<fi_ops_msg>(),
+    recv: Some(msg_recv),
+    recvv: Some(msg_recvv),
+    recvmsg: Some(msg_recvmsg),
+    send: Some(msg_send),
+    sendv: Some(msg_sendv),
+    sendmsg: Some(msg_sendmsg),
+    inject: Some(msg_inject),
+    senddata: Some(msg_senddata),
+    injectdata: Some(msg_injectdata),
+};
+
+pub(super) static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
+    size: size_of::<fi_ops_tagged>(),
+    recv: Some(tagged_recv),
+    recvv: Some(tagged_recvv),
+    recvmsg: Some(tagged_recvmsg),
+    send: Some(tagged_send),
+    sendv: Some(tagged_sendv),
+    sendmsg: Some(tagged_sendmsg),
+    inject: Some(tagged_inject),
+    senddata: Some(tagged_senddata),
+    injectdata: Some(tagged_injectdata),
+};
