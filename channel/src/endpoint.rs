@@ -300,8 +300,9 @@ impl Endpoint {
         };
         let d = self.data.lock();
         let m = d.memory();
+        let rd = d.rd_stats().unwrap_or_default();
         let line = format!(
-            "diwarp-mem pid={} ep={} queue_pair={} rx_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={}\n",
+            "diwarp-mem pid={} ep={} queue_pair={} rx_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} datagrams_sent={} retransmits={} duplicates={} dropped_checksum={} peers={}\n",
             std::process::id(),
             self.name,
             m.queue_pair,
@@ -313,6 +314,11 @@ impl Endpoint {
             d.stats.received,
             d.stats.malformed,
             d.stats.stray,
+            rd.datagrams_sent,
+            rd.retransmits,
+            rd.duplicates,
+            rd.dropped_checksum,
+            rd.peers,
         );
         let r = match dest {
             "-" => {

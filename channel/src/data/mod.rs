@@ -751,6 +751,11 @@ impl DataPath {
         self.roles.is_empty() && self.backlog.is_empty()
     }
 
+    /// The queue pair's transport counters (datagrams, retransmissions, drops).
+    pub fn rd_stats(&self) -> Option<iwarp::verbs::RdStats> {
+        self.qp.rd_stats()
+    }
+
     pub fn next_deadline(&self) -> Option<Instant> {
         self.qp.next_deadline()
     }
