@@ -60,7 +60,7 @@ static unsigned wd_secs = 60;
 static volatile unsigned long wd_progress, wd_seen;
 static const char *volatile wd_what = "MPI_Init";  /* always a string literal */
 static const char *volatile wd_mode = "-";
-static volatile long wd_size = -1, wd_iter = -1, wd_iters = -1, wd_slot = -1;
+static volatile long wd_size = -1, wd_iter = -1, wd_iters = -1;
 
 static char *wd_cat(char *p, char *end, const char *s) { /* async-signal-safe */
     while (*s && p < end) *p++ = *s++;
@@ -104,11 +104,6 @@ static void wd_fire(int sig) {
     }
     p = wd_cat(p, end, "; waiting for: ");
     p = wd_cat(p, end, wd_what);
-    if (wd_slot >= 0) {
-        p = wd_cat(p, end, " (window slot ");
-        p = wd_num(p, end, wd_slot);
-        p = wd_cat(p, end, ")");
-    }
     *p++ = '\n';
     if (write(2, line, (size_t)(p - line)) < 0) { /* nothing more to do */ }
     /* The launcher kills every rank once one exits: let the other rank print its line first. */
@@ -378,7 +373,6 @@ static double run_latency(const struct opts *o, size_t n, long warm, long iters,
     long i;
     MPI_Status st;
     wd_iters = warm + iters;
-    wd_slot = -1;
     for (i = 0; i < warm + iters; i++) {
         wd_iter = i;
         if (i == warm) t0 = MPI_Wtime();
@@ -487,8 +481,11 @@ int main(int argc, char **argv) {
 
     if (s && atoi(s) > 0) wd_secs = (unsigned)atoi(s);
     /* --watchdog must be known before MPI_Init is bounded by it */
-    for (k = 1; k + 1 < argc; k++)
-        if (strcmp(argv[k], "--watchdog") == 0 && atoi(argv[k + 1]) > 0) wd_secs = (unsigned)atoi(argv[k + 1]);
+    for (k = 1; k < argc; k++) {
+        const char *v = strncmp(argv[k], "--watchdog=", 11) == 0 ? argv[k] + 11
+                        : strcmp(argv[k], "--watchdog") == 0 && k + 1 < argc ? argv[k + 1] : NULL;
+        if (v && atoi(v) > 0) wd_secs = (unsigned)atoi(v);
+    }
     s = getenv("PMI_RANK");
     if (!s) s = getenv("OMPI_COMM_WORLD_RANK");
     snprintf(prefix, sizeof prefix, "[pt2pt rank %s pid %d]", s ? s : "?", (int)getpid());

@@ -131,7 +131,7 @@ mod tests {
         assert_eq!(EpName::decode(&good[..35]), None);
         assert_eq!(EpName::decode(&[0u8; EpName::LEN]), None);
         // Magic, version, family, a zero UDP port, stray bytes after an IPv4 address.
-        for (i, v) in [(0, 0u8), (2, 2), (3, 5), (20, 1)] {
+        for (i, v) in [(0, 0u8), (2, 1), (3, 5), (20, 1)] {
             let mut b = good;
             b[i] = v;
             assert_eq!(EpName::decode(&b), None, "byte {i}");

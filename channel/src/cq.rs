@@ -122,7 +122,12 @@ impl CompletionQueue {
 
     fn drive(&self) {
         // Cloned out so an endpoint's progress may push completions without this lock held.
-        let sources: Vec<_> = self.sources.lock().iter().filter_map(Weak::upgrade).collect();
+        let sources: Vec<_> = self
+            .sources
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
         for s in sources {
             s.progress();
         }

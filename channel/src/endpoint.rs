@@ -254,6 +254,11 @@ impl Endpoint {
         })
     }
 
+    /// The data path's counters.
+    pub fn data_stats(&self) -> crate::data::Stats {
+        self.data.lock().stats
+    }
+
     pub fn cancel(&self, context: usize) -> Result<()> {
         self.data_op(|d| d.cancel(context))
     }
@@ -284,7 +289,11 @@ impl Endpoint {
             }
             if now - start >= linger {
                 if !d.idle() {
-                    diag!(Warn, EpCtrl, "closing with data not acknowledged after {linger:?}");
+                    diag!(
+                        Warn,
+                        EpCtrl,
+                        "closing with data not acknowledged after {linger:?}"
+                    );
                 }
                 break;
             }

@@ -34,14 +34,14 @@ use crate::error::{Errno, Result};
 use crate::ffi::sys::*;
 use crate::info::INJECT_SIZE;
 use crate::matching::{
-    Arrival, Context, Delivery, Header, Kind, Matcher, Peek, PeerId, Post, Protocol,
-    RecvSpec, Taken,
+    Arrival, Context, Delivery, Header, Kind, Matcher, Peek, PeerId, Post, Protocol, RecvSpec,
+    Taken,
 };
 use crate::params::Config;
-pub use complete::Outputs;
 use complete::kind_flag;
-pub use ops::{RecvArgs, SendArgs};
+pub use complete::Outputs;
 use ops::{Held, Outgoing, PendingSend, Recv, RndvRecv, Role};
+pub use ops::{RecvArgs, SendArgs};
 use wire::{Matching, Msg, DATA_HEADER, MATCH_HEADER};
 
 /// Sources not in the address vector: only receives from any peer match them.
@@ -348,9 +348,16 @@ impl DataPath {
         if !ok {
             if let Some(s) = self.sends.remove(&send) {
                 self.stats.failed_sends += 1;
-                diag!(Warn, EpData, "send to {} failed: the peer did not acknowledge it", s.to.addr);
-                self.out
-                    .send_failed(send_completion(s.kind, s.context, s.len), Errno(FI_EIO as u32));
+                diag!(
+                    Warn,
+                    EpData,
+                    "send to {} failed: the peer did not acknowledge it",
+                    s.to.addr
+                );
+                self.out.send_failed(
+                    send_completion(s.kind, s.context, s.len),
+                    Errno(FI_EIO as u32),
+                );
             }
             return;
         }
@@ -416,7 +423,12 @@ impl DataPath {
     pub fn recv(&mut self, a: RecvArgs) -> Result<()> {
         self.av()?;
         let peer = if self.directed && a.src != FI_ADDR_UNSPEC {
-            PeerId(u32::try_from(a.src).ok().filter(|&p| p < UNKNOWN_PEER.0).ok_or(Errno::INVAL)?)
+            PeerId(
+                u32::try_from(a.src)
+                    .ok()
+                    .filter(|&p| p < UNKNOWN_PEER.0)
+                    .ok_or(Errno::INVAL)?,
+            )
         } else {
             PeerId::ANY
         };

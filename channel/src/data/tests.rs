@@ -1,0 +1,270 @@
+//! Two endpoints on loopback exchanging messages through the safe API, every byte checked.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iwarp::verbs::{AddressHandle, QpConfig, QpType, QueuePair, SendOpcode, SendWr};
+
+use super::*;
+use crate::av::AddressVector;
+use crate::cq::{CompletionError, CompletionQueue};
+use crate::endpoint::{Bind, Endpoint};
+use crate::ffi::mem::UserMem;
+use crate::testutil::domain;
+
+struct Side {
+    ep: Arc<Endpoint>,
+    cq: Arc<CompletionQueue>,
+}
+
+/// Two enabled endpoints whose AVs hold both names: handle 0 is A, 1 is B.
+fn pair() -> (Side, Side) {
+    let d = domain();
+    let v = crate::info::fi_version(1, 17);
+    let mk = || {
+        let ep = Endpoint::open(&d, v, &d.info.clone()).unwrap();
+        let cq = CompletionQueue::open(&d, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 0).unwrap();
+        (ep, cq)
+    };
+    let (a, acq) = mk();
+    let (b, bcq) = mk();
+    let names: Vec<u8> = [a.name(), b.name()]
+        .iter()
+        .flat_map(|n| n.encode())
+        .collect();
+    for (ep, cq) in [(&a, &acq), (&b, &bcq)] {
+        let av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
+        assert_eq!(av.insert(&names, 0).unwrap().count, 2);
+        ep.bind(Bind::Av(av), 0).unwrap();
+        ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
+            .unwrap();
+        ep.enable().unwrap();
+    }
+    (Side { ep: a, cq: acq }, Side { ep: b, cq: bcq })
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
+}
+
+fn send(s: &Side, dest: u64, kind: Kind, tag: u64, bytes: Vec<u8>, ctx: usize) {
+    let (mem, _) = UserMem::owned(bytes);
+    s.ep.send(SendArgs {
+        kind,
+        dest,
+        mem,
+        tag,
+        data: None,
+        context: ctx,
+        flags: FI_COMPLETION,
+    })
+    .unwrap();
+}
+
+fn recv(
+    s: &Side,
+    src: u64,
+    kind: Kind,
+    tag: u64,
+    len: usize,
+    ctx: usize,
+) -> Arc<parking_lot::Mutex<Vec<u8>>> {
+    let (mem, v) = UserMem::owned(vec![0; len]);
+    s.ep.recv(RecvArgs {
+        kind,
+        src,
+        mem,
+        tag,
+        ignore: 0,
+        context: ctx,
+        flags: FI_COMPLETION,
+    })
+    .unwrap();
+    v
+}
+
+enum Got {
+    Ok(Completion),
+    Err(CompletionError),
+}
+
+/// Polls both sides until `s` yields a completion (or an error), within 10 s.
+fn next(s: &Side, other: &Side) -> Got {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut got = None;
+        match s.cq.read(1, |_, c| got = Some(*c)) {
+            Ok(_) => return Got::Ok(got.expect("one entry")),
+            Err(e) if e.0 == FI_EAVAIL => return Got::Err(s.cq.read_err().unwrap()),
+            Err(_) => {}
+        }
+        let _ = other.cq.read(0, |_, _| ());
+        assert!(Instant::now() < deadline, "no completion within 10 s");
+    }
+}
+
+fn ok(g: Got) -> Completion {
+    match g {
+        Got::Ok(c) => c,
+        Got::Err(e) => panic!("error completion {e:?}"),
+    }
+}
+
+#[test]
+fn eager_and_rendezvous_arrive_intact_in_order() {
+    let (a, b) = pair();
+    let sizes = [
+        0,
+        1,
+        4096,
+        16 * 1024,
+        16 * 1024 + 1,
+        3 * CHUNK + 17,
+        5 << 20,
+    ];
+    let bufs: Vec<_> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| recv(&b, 0, Kind::Tagged, 7, n, 100 + i))
+        .collect();
+    for (i, &n) in sizes.iter().enumerate() {
+        send(&a, 1, Kind::Tagged, 7, pattern(n, i as u8), i);
+    }
+    for (i, &n) in sizes.iter().enumerate() {
+        let c = ok(next(&b, &a));
+        assert_eq!(c.op_context, 100 + i, "receives complete in posting order");
+        assert_eq!((c.len, c.tag, c.src), (n, 7, Some(0)));
+        assert_eq!(c.flags, FI_RECV | FI_TAGGED);
+        assert!(
+            *bufs[i].lock() == pattern(n, i as u8),
+            "message {i} ({n} B) intact"
+        );
+    }
+    let mut done: Vec<usize> = (0..sizes.len())
+        .map(|_| ok(next(&a, &b)).op_context)
+        .collect();
+    done.sort_unstable();
+    assert_eq!(
+        done,
+        (0..sizes.len()).collect::<Vec<_>>(),
+        "every send completes once"
+    );
+}
+
+#[test]
+fn unexpected_messages_wait_and_match_by_tag_and_source() {
+    let (a, b) = pair();
+    send(&a, 1, Kind::Tagged, 1, pattern(100, 1), 1);
+    send(&a, 1, Kind::Tagged, 2, pattern(200_000, 2), 2);
+    send(&a, 1, Kind::Msg, 0, pattern(50, 3), 3);
+    // The eager sends complete once acknowledged; the rendezvous waits for a receive.
+    let mut eager_done = [ok(next(&a, &b)).op_context, ok(next(&a, &b)).op_context];
+    eager_done.sort_unstable();
+    assert_eq!(eager_done, [1, 3]);
+    // Tag 2 first, though it was sent second; an untagged receive never sees tagged messages.
+    let m = recv(&b, 0, Kind::Msg, 0, 64, 30);
+    let t2 = recv(&b, FI_ADDR_UNSPEC, Kind::Tagged, 2, 200_000, 20);
+    let t1 = recv(&b, 0, Kind::Tagged, 1, 100, 10);
+    let mut seen = vec![];
+    for _ in 0..3 {
+        let c = ok(next(&b, &a));
+        seen.push(c.op_context);
+        assert_eq!(c.src, Some(0));
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, [10, 20, 30]);
+    assert!(*t1.lock() == pattern(100, 1));
+    assert!(*t2.lock() == pattern(200_000, 2));
+    assert_eq!(&m.lock()[..50], &pattern(50, 3)[..]);
+    assert_eq!(ok(next(&a, &b)).op_context, 2);
+}
+
+#[test]
+fn truncation_reports_the_lost_bytes_for_both_protocols() {
+    let (a, b) = pair();
+    for (i, (len, room)) in [(1000, 10), (300_000, 70_000)].into_iter().enumerate() {
+        let buf = recv(&b, 0, Kind::Tagged, 5, room, i);
+        send(&a, 1, Kind::Tagged, 5, pattern(len, 9), i);
+        match next(&b, &a) {
+            Got::Err(e) => {
+                assert_eq!(e.err, Errno::TRUNC);
+                assert_eq!((e.completion.len, e.olen), (room, len - room));
+            }
+            Got::Ok(c) => panic!("truncation not reported: {c:?}"),
+        }
+        assert!(
+            buf.lock()[..] == pattern(len, 9)[..room],
+            "the part that fits is placed"
+        );
+        assert_eq!(ok(next(&a, &b)).op_context, i, "the send completes");
+    }
+}
+
+#[test]
+fn peek_miss_cancel_and_bad_addresses() {
+    let (a, b) = pair();
+    b.ep.recv(RecvArgs {
+        kind: Kind::Tagged,
+        src: 0,
+        mem: UserMem::owned(vec![]).0,
+        tag: 3,
+        ignore: 0,
+        context: 77,
+        flags: FI_PEEK,
+    })
+    .unwrap();
+    match next(&b, &a) {
+        Got::Err(e) => assert_eq!((e.err, e.completion.op_context), (Errno::NOMSG, 77)),
+        Got::Ok(c) => panic!("peek of nothing succeeded: {c:?}"),
+    }
+    let _buf = recv(&b, 0, Kind::Tagged, 4, 8, 88);
+    b.ep.cancel(88).unwrap();
+    match next(&b, &a) {
+        Got::Err(e) => assert_eq!((e.err, e.completion.op_context), (Errno::CANCELED, 88)),
+        Got::Ok(c) => panic!("cancelled receive completed: {c:?}"),
+    }
+    assert_eq!(b.ep.cancel(88), Err(Errno::NOENT));
+    let (mem, _) = UserMem::owned(vec![1]);
+    let bad = SendArgs {
+        kind: Kind::Msg,
+        dest: 9,
+        mem,
+        tag: 0,
+        data: None,
+        context: 0,
+        flags: 0,
+    };
+    assert_eq!(a.ep.send(bad), Err(Errno::INVAL));
+}
+
+#[test]
+fn malformed_messages_are_counted_and_dropped() {
+    let (a, b) = pair();
+    let mut qp = QueuePair::create(QpType::Rd, QpConfig::default()).unwrap();
+    qp.bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let n = b.ep.name();
+    for junk in [&b"\x09\0\0\0\0\0\0\0"[..], b"\x01", &[1u8; 40][..]] {
+        qp.post_send(SendWr {
+            wr_id: 1,
+            opcode: SendOpcode::Send,
+            data: junk,
+            ah: Some(AddressHandle::new(n.udp_addr(), n.qpn)),
+            signaled: true,
+        })
+        .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut wcs = vec![];
+    while b.ep.data_stats().malformed < 3 {
+        qp.poll_cq(&mut wcs, 8).unwrap();
+        let _ = b.cq.read(0, |_, _| ());
+        assert!(Instant::now() < deadline, "{:?}", b.ep.data_stats());
+    }
+    // The endpoint still works afterwards.
+    let buf = recv(&b, 0, Kind::Msg, 0, 5, 1);
+    send(&a, 1, Kind::Msg, 0, pattern(5, 4), 2);
+    assert_eq!(ok(next(&b, &a)).len, 5);
+    assert!(*buf.lock() == pattern(5, 4));
+}

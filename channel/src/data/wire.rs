@@ -41,10 +41,24 @@ pub struct Matching {
 /// A parsed message; payloads borrow from the datagram.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Msg<'a> {
-    Eager { m: Matching, payload: &'a [u8] },
-    Rts { m: Matching, handle: u64 },
-    Cts { handle: u64, recv_id: u64, wanted: u64 },
-    Data { recv_id: u64, offset: u64, payload: &'a [u8] },
+    Eager {
+        m: Matching,
+        payload: &'a [u8],
+    },
+    Rts {
+        m: Matching,
+        handle: u64,
+    },
+    Cts {
+        handle: u64,
+        recv_id: u64,
+        wanted: u64,
+    },
+    Data {
+        recv_id: u64,
+        offset: u64,
+        payload: &'a [u8],
+    },
 }
 
 /// Why a message was dropped (each is counted).
@@ -85,11 +99,23 @@ fn match_flags(m: &Matching) -> u8 {
 
 /// Appends an EAGER header; the caller appends `m.len` payload bytes.
 pub fn eager(out: &mut Vec<u8>, qpn: u32, m: &Matching) {
-    put(out, qpn, EAGER, match_flags(m), &[m.tag, m.data.unwrap_or(0), m.len, 0]);
+    put(
+        out,
+        qpn,
+        EAGER,
+        match_flags(m),
+        &[m.tag, m.data.unwrap_or(0), m.len, 0],
+    );
 }
 
 pub fn rts(out: &mut Vec<u8>, qpn: u32, m: &Matching, handle: u64) {
-    put(out, qpn, RTS, match_flags(m), &[m.tag, m.data.unwrap_or(0), m.len, handle]);
+    put(
+        out,
+        qpn,
+        RTS,
+        match_flags(m),
+        &[m.tag, m.data.unwrap_or(0), m.len, handle],
+    );
 }
 
 pub fn cts(out: &mut Vec<u8>, qpn: u32, handle: u64, recv_id: u64, wanted: u64) {
@@ -138,43 +164,46 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
         data: (flags & F_CQ_DATA != 0).then(|| u64_at(b, 16)),
         len: u64_at(b, 24),
     };
-    Ok((qpn, match op {
-        EAGER => {
-            let m = matching();
-            let payload = &b[MATCH_HEADER..];
-            if m.len != payload.len() as u64 || u64_at(b, 32) != 0 {
-                return Err(WireError::Length {
-                    len: m.len,
-                    payload: payload.len(),
-                });
+    Ok((
+        qpn,
+        match op {
+            EAGER => {
+                let m = matching();
+                let payload = &b[MATCH_HEADER..];
+                if m.len != payload.len() as u64 || u64_at(b, 32) != 0 {
+                    return Err(WireError::Length {
+                        len: m.len,
+                        payload: payload.len(),
+                    });
+                }
+                Msg::Eager { m, payload }
             }
-            Msg::Eager { m, payload }
-        }
-        RTS => {
-            if b.len() != MATCH_HEADER {
-                return Err(WireError::Short);
+            RTS => {
+                if b.len() != MATCH_HEADER {
+                    return Err(WireError::Short);
+                }
+                Msg::Rts {
+                    m: matching(),
+                    handle: u64_at(b, 32),
+                }
             }
-            Msg::Rts {
-                m: matching(),
-                handle: u64_at(b, 32),
+            CTS => {
+                if b.len() != CTS_HEADER {
+                    return Err(WireError::Short);
+                }
+                Msg::Cts {
+                    handle: u64_at(b, 8),
+                    recv_id: u64_at(b, 16),
+                    wanted: u64_at(b, 24),
+                }
             }
-        }
-        CTS => {
-            if b.len() != CTS_HEADER {
-                return Err(WireError::Short);
-            }
-            Msg::Cts {
-                handle: u64_at(b, 8),
-                recv_id: u64_at(b, 16),
-                wanted: u64_at(b, 24),
-            }
-        }
-        _ => Msg::Data {
-            recv_id: u64_at(b, 8),
-            offset: u64_at(b, 16),
-            payload: &b[DATA_HEADER..],
+            _ => Msg::Data {
+                recv_id: u64_at(b, 8),
+                offset: u64_at(b, 16),
+                payload: &b[DATA_HEADER..],
+            },
         },
-    }))
+    ))
 }
 
 #[cfg(test)]

@@ -202,9 +202,18 @@ mod tests {
         let mut b = [0u8; 0];
         let mut c = [0u8; 5];
         let iov = [
-            iovec { iov_base: a.as_mut_ptr().cast(), iov_len: a.len() },
-            iovec { iov_base: b.as_mut_ptr().cast(), iov_len: 0 },
-            iovec { iov_base: c.as_mut_ptr().cast(), iov_len: c.len() },
+            iovec {
+                iov_base: a.as_mut_ptr().cast(),
+                iov_len: a.len(),
+            },
+            iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: 0,
+            },
+            iovec {
+                iov_base: c.as_mut_ptr().cast(),
+                iov_len: c.len(),
+            },
         ];
         // SAFETY: the arrays outlive every use of `m`.
         let m = unsafe { UserMem::from_iov(iov.as_ptr(), iov.len()) }.unwrap();

@@ -33,7 +33,17 @@ unsafe fn iov(iov: *const iovec, count: usize) -> Result<UserMem> {
 /// `extra` adds FI_INJECT or FI_REMOTE_CQ_DATA.
 ///
 /// SAFETY: `ep` is a live fid.
-unsafe fn send(ep: Ep, kind: Kind, mem: UserMem, dest: fi_addr_t, tag: u64, data: Option<u64>, context: Ctx, extra: u64) -> Result<isize> {
+#[allow(clippy::too_many_arguments)] // the C calls' own argument lists
+unsafe fn send(
+    ep: Ep,
+    kind: Kind,
+    mem: UserMem,
+    dest: fi_addr_t,
+    tag: u64,
+    data: Option<u64>,
+    context: Ctx,
+    extra: u64,
+) -> Result<isize> {
     let e = ep::get(ep.cast())?;
     let flags = match extra & FI_INJECT {
         0 => e.op_flags(FI_TRANSMIT)? | extra,
@@ -52,7 +62,17 @@ unsafe fn send(ep: Ep, kind: Kind, mem: UserMem, dest: fi_addr_t, tag: u64, data
 }
 
 /// SAFETY: `ep` is a live fid.
-unsafe fn recv(ep: Ep, kind: Kind, mem: UserMem, src: fi_addr_t, tag: u64, ignore: u64, context: Ctx, flags: Option<u64>) -> Result<isize> {
+#[allow(clippy::too_many_arguments)] // the C calls' own argument lists
+unsafe fn recv(
+    ep: Ep,
+    kind: Kind,
+    mem: UserMem,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: Ctx,
+    flags: Option<u64>,
+) -> Result<isize> {
     let e = ep::get(ep.cast())?;
     let flags = match flags {
         Some(f) => f,
@@ -74,27 +94,72 @@ fn cq_data(flags: u64, data: u64) -> Option<u64> {
     (flags & FI_REMOTE_CQ_DATA != 0).then_some(data)
 }
 
-unsafe extern "C" fn msg_recv(ep: Ep, buf: Ctx, len: usize, _desc: Ctx, src: fi_addr_t, context: Ctx) -> isize {
-    entry("fi_recv", || recv(ep, Kind::Msg, one(buf, len)?, src, 0, 0, context, None))
+unsafe extern "C" fn msg_recv(
+    ep: Ep,
+    buf: Ctx,
+    len: usize,
+    _desc: Ctx,
+    src: fi_addr_t,
+    context: Ctx,
+) -> isize {
+    entry("fi_recv", || {
+        recv(ep, Kind::Msg, one(buf, len)?, src, 0, 0, context, None)
+    })
 }
 
-unsafe extern "C" fn msg_recvv(ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, src: fi_addr_t, context: Ctx) -> isize {
-    entry("fi_recvv", || recv(ep, Kind::Msg, iov(v, count)?, src, 0, 0, context, None))
+unsafe extern "C" fn msg_recvv(
+    ep: Ep,
+    v: *const iovec,
+    _desc: *mut Ctx,
+    count: usize,
+    src: fi_addr_t,
+    context: Ctx,
+) -> isize {
+    entry("fi_recvv", || {
+        recv(ep, Kind::Msg, iov(v, count)?, src, 0, 0, context, None)
+    })
 }
 
 unsafe extern "C" fn msg_recvmsg(ep: Ep, m: *const fi_msg, flags: u64) -> isize {
     entry("fi_recvmsg", || {
         let m = m.as_ref().ok_or(Errno::INVAL)?;
-        recv(ep, Kind::Msg, iov(m.msg_iov, m.iov_count)?, m.addr, 0, 0, m.context, Some(flags))
+        recv(
+            ep,
+            Kind::Msg,
+            iov(m.msg_iov, m.iov_count)?,
+            m.addr,
+            0,
+            0,
+            m.context,
+            Some(flags),
+        )
     })
 }
 
-unsafe extern "C" fn msg_send(ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, dest: fi_addr_t, context: Ctx) -> isize {
-    entry("fi_send", || send(ep, Kind::Msg, one(buf, len)?, dest, 0, None, context, 0))
+unsafe extern "C" fn msg_send(
+    ep: Ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: Ctx,
+    dest: fi_addr_t,
+    context: Ctx,
+) -> isize {
+    entry("fi_send", || {
+        send(ep, Kind::Msg, one(buf, len)?, dest, 0, None, context, 0)
+    })
 }
 
-unsafe extern "C" fn msg_sendv(ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, dest: fi_addr_t, context: Ctx) -> isize {
-    entry("fi_sendv", || send(ep, Kind::Msg, iov(v, count)?, dest, 0, None, context, 0))
+unsafe extern "C" fn msg_sendv(
+    ep: Ep,
+    v: *const iovec,
+    _desc: *mut Ctx,
+    count: usize,
+    dest: fi_addr_t,
+    context: Ctx,
+) -> isize {
+    entry("fi_sendv", || {
+        send(ep, Kind::Msg, iov(v, count)?, dest, 0, None, context, 0)
+    })
 }
 
 unsafe extern "C" fn msg_sendmsg(ep: Ep, m: *const fi_msg, flags: u64) -> isize {
@@ -115,23 +180,110 @@ unsafe extern "C" fn msg_sendmsg(ep: Ep, m: *const fi_msg, flags: u64) -> isize 
 }
 
 unsafe extern "C" fn msg_inject(ep: Ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
-    entry("fi_inject", || send(ep, Kind::Msg, one(buf, len)?, dest, 0, None, std::ptr::null_mut(), FI_INJECT))
+    entry("fi_inject", || {
+        send(
+            ep,
+            Kind::Msg,
+            one(buf, len)?,
+            dest,
+            0,
+            None,
+            std::ptr::null_mut(),
+            FI_INJECT,
+        )
+    })
 }
 
-unsafe extern "C" fn msg_senddata(ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, data: u64, dest: fi_addr_t, context: Ctx) -> isize {
-    entry("fi_senddata", || send(ep, Kind::Msg, one(buf, len)?, dest, 0, Some(data), context, FI_REMOTE_CQ_DATA))
+unsafe extern "C" fn msg_senddata(
+    ep: Ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: Ctx,
+    data: u64,
+    dest: fi_addr_t,
+    context: Ctx,
+) -> isize {
+    entry("fi_senddata", || {
+        send(
+            ep,
+            Kind::Msg,
+            one(buf, len)?,
+            dest,
+            0,
+            Some(data),
+            context,
+            FI_REMOTE_CQ_DATA,
+        )
+    })
 }
 
-unsafe extern "C" fn msg_injectdata(ep: Ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t) -> isize {
-    entry("fi_injectdata", || send(ep, Kind::Msg, one(buf, len)?, dest, 0, Some(data), std::ptr::null_mut(), FI_INJECT | FI_REMOTE_CQ_DATA))
+unsafe extern "C" fn msg_injectdata(
+    ep: Ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: fi_addr_t,
+) -> isize {
+    entry("fi_injectdata", || {
+        send(
+            ep,
+            Kind::Msg,
+            one(buf, len)?,
+            dest,
+            0,
+            Some(data),
+            std::ptr::null_mut(),
+            FI_INJECT | FI_REMOTE_CQ_DATA,
+        )
+    })
 }
 
-unsafe extern "C" fn tagged_recv(ep: Ep, buf: Ctx, len: usize, _desc: Ctx, src: fi_addr_t, tag: u64, ignore: u64, context: Ctx) -> isize {
-    entry("fi_trecv", || recv(ep, Kind::Tagged, one(buf, len)?, src, tag, ignore, context, None))
+unsafe extern "C" fn tagged_recv(
+    ep: Ep,
+    buf: Ctx,
+    len: usize,
+    _desc: Ctx,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: Ctx,
+) -> isize {
+    entry("fi_trecv", || {
+        recv(
+            ep,
+            Kind::Tagged,
+            one(buf, len)?,
+            src,
+            tag,
+            ignore,
+            context,
+            None,
+        )
+    })
 }
 
-unsafe extern "C" fn tagged_recvv(ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, src: fi_addr_t, tag: u64, ignore: u64, context: Ctx) -> isize {
-    entry("fi_trecvv", || recv(ep, Kind::Tagged, iov(v, count)?, src, tag, ignore, context, None))
+unsafe extern "C" fn tagged_recvv(
+    ep: Ep,
+    v: *const iovec,
+    _desc: *mut Ctx,
+    count: usize,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: Ctx,
+) -> isize {
+    entry("fi_trecvv", || {
+        recv(
+            ep,
+            Kind::Tagged,
+            iov(v, count)?,
+            src,
+            tag,
+            ignore,
+            context,
+            None,
+        )
+    })
 }
 
 unsafe extern "C" fn tagged_recvmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64) -> isize {
@@ -143,16 +295,63 @@ unsafe extern "C" fn tagged_recvmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64)
         } else {
             iov(m.msg_iov, m.iov_count)?
         };
-        recv(ep, Kind::Tagged, mem, m.addr, m.tag, m.ignore, m.context, Some(flags))
+        recv(
+            ep,
+            Kind::Tagged,
+            mem,
+            m.addr,
+            m.tag,
+            m.ignore,
+            m.context,
+            Some(flags),
+        )
     })
 }
 
-unsafe extern "C" fn tagged_send(ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, dest: fi_addr_t, tag: u64, context: Ctx) -> isize {
-    entry("fi_tsend", || send(ep, Kind::Tagged, one(buf, len)?, dest, tag, None, context, 0))
+unsafe extern "C" fn tagged_send(
+    ep: Ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: Ctx,
+    dest: fi_addr_t,
+    tag: u64,
+    context: Ctx,
+) -> isize {
+    entry("fi_tsend", || {
+        send(
+            ep,
+            Kind::Tagged,
+            one(buf, len)?,
+            dest,
+            tag,
+            None,
+            context,
+            0,
+        )
+    })
 }
 
-unsafe extern "C" fn tagged_sendv(ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, dest: fi_addr_t, tag: u64, context: Ctx) -> isize {
-    entry("fi_tsendv", || send(ep, Kind::Tagged, iov(v, count)?, dest, tag, None, context, 0))
+unsafe extern "C" fn tagged_sendv(
+    ep: Ep,
+    v: *const iovec,
+    _desc: *mut Ctx,
+    count: usize,
+    dest: fi_addr_t,
+    tag: u64,
+    context: Ctx,
+) -> isize {
+    entry("fi_tsendv", || {
+        send(
+            ep,
+            Kind::Tagged,
+            iov(v, count)?,
+            dest,
+            tag,
+            None,
+            context,
+            0,
+        )
+    })
 }
 
 unsafe extern "C" fn tagged_sendmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64) -> isize {
@@ -172,16 +371,71 @@ unsafe extern "C" fn tagged_sendmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64)
     })
 }
 
-unsafe extern "C" fn tagged_inject(ep: Ep, buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64) -> isize {
-    entry("fi_tinject", || send(ep, Kind::Tagged, one(buf, len)?, dest, tag, None, std::ptr::null_mut(), FI_INJECT))
+unsafe extern "C" fn tagged_inject(
+    ep: Ep,
+    buf: *const c_void,
+    len: usize,
+    dest: fi_addr_t,
+    tag: u64,
+) -> isize {
+    entry("fi_tinject", || {
+        send(
+            ep,
+            Kind::Tagged,
+            one(buf, len)?,
+            dest,
+            tag,
+            None,
+            std::ptr::null_mut(),
+            FI_INJECT,
+        )
+    })
 }
 
-unsafe extern "C" fn tagged_senddata(ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, data: u64, dest: fi_addr_t, tag: u64, context: Ctx) -> isize {
-    entry("fi_tsenddata", || send(ep, Kind::Tagged, one(buf, len)?, dest, tag, Some(data), context, FI_REMOTE_CQ_DATA))
+unsafe extern "C" fn tagged_senddata(
+    ep: Ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: Ctx,
+    data: u64,
+    dest: fi_addr_t,
+    tag: u64,
+    context: Ctx,
+) -> isize {
+    entry("fi_tsenddata", || {
+        send(
+            ep,
+            Kind::Tagged,
+            one(buf, len)?,
+            dest,
+            tag,
+            Some(data),
+            context,
+            FI_REMOTE_CQ_DATA,
+        )
+    })
 }
 
-unsafe extern "C" fn tagged_injectdata(ep: Ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, tag: u64) -> isize {
-    entry("fi_tinjectdata", || send(ep, Kind::Tagged, one(buf, len)?, dest, tag, Some(data), std::ptr::null_mut(), FI_INJECT | FI_REMOTE_CQ_DATA))
+unsafe extern "C" fn tagged_injectdata(
+    ep: Ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: fi_addr_t,
+    tag: u64,
+) -> isize {
+    entry("fi_tinjectdata", || {
+        send(
+            ep,
+            Kind::Tagged,
+            one(buf, len)?,
+            dest,
+            tag,
+            Some(data),
+            std::ptr::null_mut(),
+            FI_INJECT | FI_REMOTE_CQ_DATA,
+        )
+    })
 }
 
 pub(super) static MSG_OPS: fi_ops_msg = fi_ops_msg {

@@ -158,8 +158,9 @@ fn object_lifecycle_names_and_addresses() {
         // the count.
         let avops = &*(*o.av).ops;
         let mut batch = [0u8; 3 * EpName::LEN];
-        batch[..32].copy_from_slice(&name[..32]);
-        batch[32..64].copy_from_slice(&name[..32]);
+        const L: usize = EpName::LEN;
+        batch[..L].copy_from_slice(&name[..L]);
+        batch[L..2 * L].copy_from_slice(&name[..L]);
         let mut handles = [0u64; 3];
         let mut errs = [0 as c_int; 3];
         let insert = avops.insert.unwrap();
@@ -269,10 +270,11 @@ fn cq_counter_options_and_unimplemented_ops() {
         );
         assert_eq!(flags, 0, "getinfo without hints leaves op_flags empty");
 
-        // Data calls wait for the data path; RMA is never offered. Both say so, not crash.
+        // A send to an address not in the AV is refused; RMA is never offered. Both say so,
+        // not crash.
         let t = &*(*o.ep).tagged;
-        let r = t.send.unwrap()(o.ep, null(), 0, null_mut(), 0, 1, null_mut());
-        assert_eq!(r, -(FI_ENOSYS as isize));
+        let r = t.send.unwrap()(o.ep, null(), 0, null_mut(), 99, 1, null_mut());
+        assert_eq!(r, -(FI_EINVAL as isize));
         let r = (*(*o.ep).rma).write.unwrap()(o.ep, null(), 0, null_mut(), 0, 0, 0, null_mut());
         assert_eq!(r, -(FI_ENOSYS as isize));
         let mut mr = null_mut();
