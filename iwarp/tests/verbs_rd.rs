@@ -143,6 +143,36 @@ fn every_size_round_trips_whole() {
 }
 
 #[test]
+fn prefixed_sends_arrive_as_prefix_then_data() {
+    let c = QpConfig::default();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    let to_b = ah_of(&b);
+    for (i, (pre, size)) in [(0, 100), (24, 100), (24, 9000), (7, 200_000)]
+        .into_iter()
+        .enumerate()
+    {
+        let prefix = pattern(pre, 99);
+        let data = pattern(size, i as u64);
+        post(&mut b, 1, pre + size);
+        let wr = SendWrOwned {
+            wr_id: i as u64,
+            opcode: SendOpcode::Send,
+            data: data.clone().into(),
+            ah: Some(to_b),
+            signaled: true,
+        };
+        a.post_send_prefixed(wr, &prefix).unwrap();
+        let mut got = [Vec::new(), Vec::new()];
+        pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+            g[0].len() == 1 && g[1].len() == 1
+        });
+        assert_eq!(got[0][0].byte_len, pre + size);
+        let whole: Vec<u8> = prefix.iter().chain(&data).copied().collect();
+        assert!(got[1][0].data() == &whole[..], "prefix {pre}, data {size}");
+    }
+}
+
+#[test]
 fn limits_and_a_missing_address_handle() {
     let c = QpConfig::default();
     let mut a = rd(&c);

@@ -292,6 +292,8 @@ impl DataPath {
     }
 
     fn post(&mut self, o: Outgoing) {
+        let mut prefix = [0u8; DATA_HEADER];
+        let mut prefix_len = 0;
         let (to, bytes, role) = match o {
             Outgoing::Message { to, bytes, role } => (to, bytes, role),
             Outgoing::Chunk {
@@ -305,11 +307,24 @@ impl DataPath {
                     return;
                 };
                 let mem = s.mem.as_ref().expect("rendezvous sends keep their buffer");
-                let mut bytes = Vec::with_capacity(DATA_HEADER + len);
-                wire::data(&mut bytes, self.name.qpn, recv_id, offset as u64);
-                mem.read_into(offset, len, &mut bytes);
+                let mut header = Vec::with_capacity(DATA_HEADER);
+                wire::data(&mut header, self.name.qpn, recv_id, offset as u64);
                 self.chunks_inflight += 1;
-                (s.to, bytes.into(), Role::Chunk { send })
+                // The chunk goes from the application's buffer itself when it is contiguous
+                // (a NIC reading registered memory); the send completes only after the peer
+                // acknowledged every chunk, so the buffer outlives the queue pair's use of it.
+                let bytes = match mem.lend(offset, len) {
+                    Some(lent) => {
+                        prefix.copy_from_slice(&header);
+                        prefix_len = DATA_HEADER;
+                        lent
+                    }
+                    None => {
+                        mem.read_into(offset, len, &mut header);
+                        header.into()
+                    }
+                };
+                (s.to, bytes, Role::Chunk { send })
             }
         };
         let wr_id = self.id();
@@ -320,7 +335,12 @@ impl DataPath {
             ah: Some(to),
             signaled: true,
         };
-        match self.qp.post_send_owned(wr) {
+        let posted = if prefix_len > 0 {
+            self.qp.post_send_prefixed(wr, &prefix[..prefix_len])
+        } else {
+            self.qp.post_send_owned(wr)
+        };
+        match posted {
             Ok(()) => {
                 self.roles.insert(wr_id, role);
             }

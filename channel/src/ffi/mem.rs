@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::sys::iovec;
@@ -176,6 +177,25 @@ impl UserMem {
         n
     }
 
+    /// `len` bytes from `offset` as a `Bytes` that refers to the application's buffer
+    /// instead of copying it, when they lie in one contiguous piece of it. The caller keeps the
+    /// `Bytes` no longer than the operation lasts (until its completion).
+    pub fn lend(&self, offset: usize, len: usize) -> Option<Bytes> {
+        let Backing::Raw(_) = &self.backing else {
+            return None;
+        };
+        let mut piece = None;
+        let mut pieces = 0;
+        self.for_pieces(offset, len, |addr, _, n| {
+            pieces += 1;
+            piece = Some(Lent { addr, len: n });
+        });
+        match piece {
+            Some(p) if pieces == 1 && p.len == len => Some(Bytes::from_owner(p)),
+            _ => None,
+        }
+    }
+
     /// Appends `len` bytes from `offset` (clamped to what there is) to `out`.
     pub fn read_into(&self, offset: usize, len: usize, out: &mut Vec<u8>) {
         let n = len.min(self.len.saturating_sub(offset));
@@ -189,6 +209,22 @@ impl UserMem {
                 out.extend_from_slice(&v.lock()[at..at + n]);
             }
         }
+    }
+}
+
+/// A piece of an application buffer lent to the queue pair (see [`UserMem::lend`]).
+struct Lent {
+    addr: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: the piece lies in a buffer the application lent for an operation that has
+        // not completed yet: the data path drops every `Lent` before completing it, except
+        // clones a retransmission queue may still hold, which are never read once the peer
+        // acknowledged them (acknowledgement is what completes the operation).
+        unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
     }
 }
 
@@ -229,6 +265,9 @@ mod tests {
         assert_eq!(out, [3, 4]);
         assert_eq!(a, [0, 0, 1]);
         assert_eq!(c, [2, 3, 4, 5, 6]);
+        assert_eq!(m.lend(3, 5).as_deref(), Some(&[2, 3, 4, 5, 6][..]));
+        assert_eq!(m.lend(2, 2), None, "spans two pieces");
+        assert_eq!(UserMem::owned(vec![1]).0.lend(0, 1), None);
     }
 
     #[test]

@@ -395,6 +395,27 @@ impl QueuePair {
         }
     }
 
+    /// Posts the message `prefix` followed by `wr.data`: RD joins the prefix to its own header
+    /// and keeps the data without copying it (as [`QueuePair::post_send_owned`]); UD and RC
+    /// send the two joined.
+    pub fn post_send_prefixed(&mut self, wr: SendWrOwned, prefix: &[u8]) -> Result<(), VerbsError> {
+        match &mut self.path {
+            Path::Rd(rd) if self.state == QpState::Rts => {
+                rd.post_send_prefixed(&mut self.queues, wr, prefix)
+            }
+            _ => {
+                let mut joined = Vec::with_capacity(prefix.len() + wr.data.len());
+                joined.extend_from_slice(prefix);
+                joined.extend_from_slice(&wr.data);
+                let wr = SendWrOwned {
+                    data: joined.into(),
+                    ..wr
+                };
+                self.post_send(wr.borrowed())
+            }
+        }
+    }
+
     /// Posts a receive buffer (allowed in Init, before the queue pair is connected). In the
     /// Error state it completes at once with `FlushError`, which hands the buffer back.
     /// `QueueFull` drops the buffer; [`QueuePair::try_post_recv`] returns it instead.

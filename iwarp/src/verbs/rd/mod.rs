@@ -205,6 +205,41 @@ impl RdPath {
         self.enqueue(q, ah, out)
     }
 
+    /// As [`post_send_owned`](Self::post_send_owned) for the message `prefix` ++ `wr.data`:
+    /// the prefix (a small header of the caller's) joins the DDP header, the data is kept as
+    /// it is.
+    pub(crate) fn post_send_prefixed(
+        &mut self,
+        q: &mut WorkQueues,
+        wr: SendWrOwned,
+        prefix: &[u8],
+    ) -> Result<(), VerbsError> {
+        let len = prefix.len() + wr.data.len();
+        if len <= OWNED_MIN {
+            let mut joined = Vec::with_capacity(len);
+            joined.extend_from_slice(prefix);
+            joined.extend_from_slice(&wr.data);
+            let owned = SendWrOwned {
+                data: joined.into(),
+                ..wr
+            };
+            return self.post_send(q, &owned.borrowed());
+        }
+        let (ah, header) = self.prepare(q, wr.opcode, wr.ah, len)?;
+        let mut head = Vec::with_capacity(DDP_HEADER + prefix.len());
+        head.extend_from_slice(&header);
+        head.extend_from_slice(prefix);
+        let out = OutMsg {
+            wr_id: wr.wr_id,
+            len,
+            signaled: wr.signaled,
+            head: head.into(),
+            data: wr.data,
+            pooled: false,
+        };
+        self.enqueue(q, ah, out)
+    }
+
     /// Checks a send, takes a send slot and a message sequence number, and returns the
     /// destination and the message's DDP header.
     fn prepare(
