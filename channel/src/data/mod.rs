@@ -59,7 +59,7 @@ const RX_BUFFERS: usize = 32;
 
 /// Rendezvous chunks posted and not yet acknowledged, across all sends: bounds the copies
 /// the queue pair holds for retransmission.
-const CHUNK_WINDOW: usize = 64;
+const CHUNK_WINDOW: usize = 16;
 
 /// Sends waiting for queue-pair slots before a new send is refused with FI_EAGAIN.
 const BACKLOG_MAX: usize = 4096;
