@@ -249,14 +249,14 @@ impl Endpoint {
             a.flags &= !FI_MULTI_RECV;
         }
         self.data_op(|d| {
-            d.min_multi_recv = self.min_multi_recv();
+            d.set_min_multi_recv(self.min_multi_recv());
             d.recv(a)
         })
     }
 
     /// The data path's counters.
     pub fn data_stats(&self) -> crate::data::Stats {
-        self.data.lock().stats
+        self.data.lock().stats()
     }
 
     pub fn cancel(&self, context: usize) -> Result<()> {
@@ -311,18 +311,17 @@ impl Endpoint {
         let m = d.memory();
         let rd = d.rd_stats().unwrap_or_default();
         let line = format!(
-            "diwarp-mem pid={} ep={} queue_pair={} rx_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} datagrams_sent={} retransmits={} duplicates={} dropped_checksum={} peers={}\n",
+            "diwarp-mem pid={} ep={} queue_pair={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} datagrams_sent={} retransmits={} duplicates={} dropped_checksum={} peers={}\n",
             std::process::id(),
             self.name,
             m.queue_pair,
-            m.rx_buffers,
             m.unexpected,
             m.unexpected_peak,
             m.pending,
-            d.stats.sent,
-            d.stats.received,
-            d.stats.malformed,
-            d.stats.stray,
+            d.stats().sent,
+            d.stats().received,
+            d.stats().malformed,
+            d.stats().stray,
             rd.datagrams_sent,
             rd.retransmits,
             rd.duplicates,

@@ -682,3 +682,93 @@ fn queue_full_beyond_max_send_wr_and_nothing_dropped() {
     }
     assert!(got[0].is_empty(), "unsignaled sends complete silently");
 }
+
+/// Records what receiver mode hands over; messages whose first byte is `b'T'` are taken early
+/// (as order-independent), all others must come in order.
+#[derive(Default)]
+struct Recorder {
+    early: Vec<(u64, bool)>,
+    in_order: Vec<u64>,
+    contents_ok: bool,
+}
+
+impl Recorder {
+    fn check(&mut self, payload: &[u8]) -> u64 {
+        let seq = u64::from_le_bytes(payload[1..9].try_into().unwrap());
+        let want = tagged_payload(seq);
+        self.contents_ok &= payload == &want[..];
+        seq
+    }
+}
+
+impl RdReceiver for Recorder {
+    fn early(&mut self, _src: SocketAddr, payload: &[u8], in_order: bool) -> bool {
+        if payload[0] != b'T' {
+            return false;
+        }
+        let seq = self.check(payload);
+        self.early.push((seq, in_order));
+        true
+    }
+
+    fn message(&mut self, _src: SocketAddr, payload: &[u8]) {
+        let seq = self.check(payload);
+        self.in_order.push(seq);
+    }
+}
+
+/// Message `seq`: a kind byte (every third is order-independent, `T`), the sequence number,
+/// then a pattern; sizes from one byte past the header to several datagrams.
+fn tagged_payload(seq: u64) -> Vec<u8> {
+    let len = 9 + mixed_size(seq);
+    let mut v = pattern(len, seq);
+    v[0] = if seq.is_multiple_of(3) { b'T' } else { b'O' };
+    v[1..9].copy_from_slice(&seq.to_le_bytes());
+    v
+}
+
+#[test]
+fn receiver_mode_lends_messages_in_order_and_takes_early_ones() {
+    for config in [QpConfig::default(), faulty(5)] {
+        let (mut a, mut b) = (rd(&config), rd(&config));
+        let to_b = ah_of(&b);
+        let n = 400u64;
+        let mut rec = Recorder {
+            contents_ok: true,
+            ..Recorder::default()
+        };
+        let mut next = 0u64;
+        let mut acked = 0u64;
+        let mut out = Vec::new();
+        let start = Instant::now();
+        while acked < n || rec.early.len() + rec.in_order.len() < n as usize {
+            while next < n && next < acked + 32 {
+                send(&mut a, to_b, next, &tagged_payload(next), true);
+                next += 1;
+            }
+            out.clear();
+            a.poll_cq(&mut out, 64).unwrap();
+            acked += out.iter().filter(|w| w.status == WcStatus::Success).count() as u64;
+            assert!(out.iter().all(|w| w.status == WcStatus::Success));
+            out.clear();
+            b.poll_cq_with(&mut rec, &mut out, 64).unwrap();
+            assert!(out.is_empty(), "receiver mode completes no receives");
+            assert!(start.elapsed() < DEADLINE, "stuck at {acked} acked");
+        }
+        assert!(rec.contents_ok, "a message differs");
+        assert!(
+            rec.in_order.windows(2).all(|w| w[0] < w[1]),
+            "in-order messages keep the send order"
+        );
+        let mut all: Vec<u64> = rec.early.iter().map(|e| e.0).collect();
+        assert!(
+            all.iter().all(|s| s % 3 == 0),
+            "only T messages are taken early"
+        );
+        assert!(!all.is_empty(), "segmented T messages are offered early");
+        all.extend(&rec.in_order);
+        all.sort_unstable();
+        assert_eq!(all, (0..n).collect::<Vec<_>>(), "each message exactly once");
+        assert_eq!(b.rd_stats().unwrap().protocol_errors, 0);
+    }
+}

@@ -13,18 +13,15 @@
 //! copy charged to the matcher's account.
 
 mod complete;
+mod driver;
 mod ops;
 mod wire;
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
-use iwarp::verbs::{
-    AddressHandle, QpConfig, QpType, QueuePair, RecvWr, SendOpcode, SendWrOwned, WcOpcode,
-    WcStatus, WorkCompletion,
-};
+use iwarp::verbs::{AddressHandle, RdReceiver};
 
 use crate::addr::EpName;
 use crate::av::{AddressVector, ADDR_NOTAVAIL};
@@ -37,12 +34,12 @@ use crate::matching::{
     Arrival, Context, Delivery, Header, Kind, Matcher, Peek, PeerId, Post, Protocol, RecvSpec,
     Taken,
 };
-use crate::params::Config;
 use complete::kind_flag;
 pub use complete::Outputs;
+pub use driver::DataPath;
 use ops::{Held, Outgoing, PendingSend, Recv, RndvRecv, Role};
 pub use ops::{RecvArgs, SendArgs};
-use wire::{Matching, Msg, DATA_HEADER, MATCH_HEADER};
+use wire::{Matching, Msg, MATCH_HEADER};
 
 /// Sources not in the address vector: only receives from any peer match them.
 const UNKNOWN_PEER: PeerId = PeerId(u32::MAX - 1);
@@ -52,10 +49,6 @@ pub const CHUNK: usize = 60 * 1024;
 
 /// Largest eager payload: eager messages share the receive buffers with chunks.
 pub const EAGER_MAX: usize = CHUNK;
-
-/// Receive buffers posted to the queue pair. Each is one RD message's worth; the RD layer
-/// holds what arrives for lack of one (bounded) and the sender's window does the rest.
-const RX_BUFFERS: usize = 32;
 
 /// Rendezvous chunks posted and not yet acknowledged, across all sends: bounds the copies
 /// the queue pair holds for retransmission.
@@ -82,17 +75,16 @@ pub struct Stats {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Memory {
     pub queue_pair: usize,
-    pub rx_buffers: usize,
     pub unexpected: usize,
     pub unexpected_peak: usize,
     pub pending: usize,
 }
 
-pub struct DataPath {
-    qp: QueuePair,
+/// Everything but the queue pair: what the arrivals, which the queue pair lends while it is
+/// being polled, are handled with. Sends it makes meanwhile wait in `backlog`.
+struct State {
     name: EpName,
     eager: usize,
-    buf_size: usize,
     /// Set by `enable`.
     av: Option<Arc<AddressVector>>,
     out: Outputs,
@@ -105,13 +97,12 @@ pub struct DataPath {
     rndv: HashMap<u64, RndvRecv>,
     backlog: VecDeque<Outgoing>,
     chunks_inflight: usize,
-    wcs: Vec<WorkCompletion>,
     pub stats: Stats,
 }
 
-impl std::fmt::Debug for DataPath {
+impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DataPath")
+        f.debug_struct("State")
             .field("name", &self.name)
             .field("sends", &self.sends.len())
             .field("backlog", &self.backlog.len())
@@ -119,38 +110,11 @@ impl std::fmt::Debug for DataPath {
     }
 }
 
-impl DataPath {
-    /// A queue pair on `socket`, with its receive buffers posted. `name` gets its QP number.
-    pub fn new(socket: UdpSocket, config: &Config, name: &mut EpName) -> Result<DataPath> {
-        let mut qc = QpConfig {
-            max_send_wr: 4 * BACKLOG_MAX,
-            max_recv_wr: 2 * RX_BUFFERS,
-            ..QpConfig::default()
-        };
-        qc.rd.idle_timeout = config.peer_timeout;
-        let mut qp = QueuePair::create(QpType::Rd, qc).map_err(|e| {
-            diag!(Warn, EpCtrl, "cannot create the RD queue pair: {e}");
-            Errno::INVAL
-        })?;
-        qp.attach_udp(socket).map_err(|e| {
-            diag!(Warn, EpCtrl, "cannot attach the UDP socket: {e}");
-            Errno::OTHER
-        })?;
-        name.qpn = qp.qpn();
-        let eager = config.eager_size.min(EAGER_MAX);
-        let buf_size = (eager + MATCH_HEADER).max(CHUNK + DATA_HEADER);
-        for _ in 0..RX_BUFFERS {
-            qp.post_recv(RecvWr {
-                wr_id: 0,
-                buf: vec![0; buf_size],
-            })
-            .map_err(|_| Errno::NOMEM)?;
-        }
-        Ok(DataPath {
-            qp,
-            name: *name,
+impl State {
+    fn new(name: EpName, eager: usize) -> State {
+        State {
+            name,
             eager,
-            buf_size,
             av: None,
             out: Outputs::default(),
             directed: true,
@@ -162,9 +126,8 @@ impl DataPath {
             rndv: HashMap::new(),
             backlog: VecDeque::new(),
             chunks_inflight: 0,
-            wcs: Vec::with_capacity(POLL_BATCH),
             stats: Stats::default(),
-        })
+        }
     }
 
     /// Connects the data path to what the endpoint bound. `directed`: FI_DIRECTED_RECV is on,
@@ -191,12 +154,6 @@ impl DataPath {
         let len = a.mem.len();
         if a.flags & FI_INJECT != 0 && len > INJECT_SIZE {
             return Err(Errno::INVAL);
-        }
-        if self.backlog.len() >= BACKLOG_MAX {
-            self.progress();
-            if self.backlog.len() >= BACKLOG_MAX {
-                return Err(Errno::AGAIN);
-            }
         }
         let m = Matching {
             kind: a.kind,
@@ -267,88 +224,9 @@ impl DataPath {
         Ok(())
     }
 
-    /// Posts now if nothing is waiting ahead of it and there is room, else queues.
+    /// Queues a send for the queue pair; the driver posts it as soon as there is room.
     fn submit(&mut self, o: Outgoing) {
-        if self.backlog.is_empty() && self.can_post(&o) {
-            self.post(o);
-        } else {
-            self.backlog.push_back(o);
-        }
-    }
-
-    fn can_post(&self, o: &Outgoing) -> bool {
-        self.qp.send_queue_space() > 0
-            && !(matches!(o, Outgoing::Chunk { .. }) && self.chunks_inflight >= CHUNK_WINDOW)
-    }
-
-    fn flush_backlog(&mut self) {
-        while let Some(o) = self.backlog.front() {
-            if !self.can_post(o) {
-                return;
-            }
-            let o = self.backlog.pop_front().expect("front exists");
-            self.post(o);
-        }
-    }
-
-    fn post(&mut self, o: Outgoing) {
-        let mut prefix = [0u8; DATA_HEADER];
-        let mut prefix_len = 0;
-        let (to, bytes, role) = match o {
-            Outgoing::Message { to, bytes, role } => (to, bytes, role),
-            Outgoing::Chunk {
-                send,
-                recv_id,
-                offset,
-                len,
-            } => {
-                // A send failed meanwhile: its remaining chunks are dropped.
-                let Some(s) = self.sends.get(&send) else {
-                    return;
-                };
-                let mem = s.mem.as_ref().expect("rendezvous sends keep their buffer");
-                let mut header = Vec::with_capacity(DATA_HEADER);
-                wire::data(&mut header, self.name.qpn, recv_id, offset as u64);
-                self.chunks_inflight += 1;
-                // The chunk goes from the application's buffer itself when it is contiguous
-                // (a NIC reading registered memory); the send completes only after the peer
-                // acknowledged every chunk, so the buffer outlives the queue pair's use of it.
-                let bytes = match mem.lend(offset, len) {
-                    Some(lent) => {
-                        prefix.copy_from_slice(&header);
-                        prefix_len = DATA_HEADER;
-                        lent
-                    }
-                    None => {
-                        mem.read_into(offset, len, &mut header);
-                        header.into()
-                    }
-                };
-                (s.to, bytes, Role::Chunk { send })
-            }
-        };
-        let wr_id = self.id();
-        let wr = SendWrOwned {
-            wr_id,
-            opcode: SendOpcode::Send,
-            data: bytes,
-            ah: Some(to),
-            signaled: true,
-        };
-        let posted = if prefix_len > 0 {
-            self.qp.post_send_prefixed(wr, &prefix[..prefix_len])
-        } else {
-            self.qp.post_send_owned(wr)
-        };
-        match posted {
-            Ok(()) => {
-                self.roles.insert(wr_id, role);
-            }
-            Err(e) => {
-                diag!(Warn, EpData, "send to {} refused: {e}", to.addr);
-                self.send_part_done(role, false);
-            }
-        }
+        self.backlog.push_back(o);
     }
 
     /// One queue-pair send of `role` completed (or failed).
@@ -462,7 +340,6 @@ impl DataPath {
             flags: a.flags,
         };
         if a.flags & FI_PEEK != 0 {
-            self.progress();
             self.peek(a.kind, spec, a.flags);
             return Ok(());
         }
@@ -725,83 +602,21 @@ impl DataPath {
             self.finish_recv(r.kind, &r.delivery);
         }
     }
+}
 
-    // ---- progress -----------------------------------------------------------------------
-
-    /// Drains the queue pair's completions (which runs its I/O and timers) and posts what
-    /// waited for room.
-    pub fn progress(&mut self) {
-        self.flush_backlog();
-        let mut wcs = std::mem::take(&mut self.wcs);
-        loop {
-            wcs.clear();
-            let n = match self.qp.poll_cq(&mut wcs, POLL_BATCH) {
-                Ok(n) => n,
-                Err(e) => {
-                    diag!(Warn, EpData, "queue pair failed: {e}");
-                    0
-                }
-            };
-            for wc in wcs.drain(..) {
-                self.on_completion(wc);
-            }
-            self.flush_backlog();
-            if n < POLL_BATCH {
-                break;
-            }
+/// Arrivals, lent by the queue pair. A rendezvous chunk is placed at once, whatever its turn;
+/// everything else waits for its turn, and is handled at once if it is its turn already.
+impl RdReceiver for State {
+    fn early(&mut self, src: SocketAddr, payload: &[u8], in_order: bool) -> bool {
+        if in_order || wire::is_data(payload) {
+            self.handle_message(src, payload);
+            return true;
         }
-        self.wcs = wcs;
+        false
     }
 
-    fn on_completion(&mut self, mut wc: WorkCompletion) {
-        match wc.opcode {
-            WcOpcode::Send => {
-                if let Some(role) = self.roles.remove(&wc.wr_id) {
-                    self.send_part_done(role, wc.status == WcStatus::Success);
-                }
-            }
-            WcOpcode::Recv => {
-                let Some(buf) = wc.buf.take() else { return };
-                match (wc.status, wc.src) {
-                    (WcStatus::Success, Some(src)) => {
-                        let len = wc.byte_len.min(buf.len());
-                        self.handle_message(src, &buf[..len]);
-                    }
-                    (WcStatus::LocalLengthError, _) => self.stats.oversized += 1,
-                    (WcStatus::FlushError, _) => return,
-                    _ => self.stats.malformed += 1,
-                }
-                if self.qp.post_recv(RecvWr { wr_id: 0, buf }).is_err() {
-                    diag!(Warn, EpData, "cannot repost a receive buffer");
-                }
-            }
-        }
-    }
-
-    /// Nothing of ours is waiting for the peer: every send is acknowledged.
-    pub fn idle(&self) -> bool {
-        self.roles.is_empty() && self.backlog.is_empty()
-    }
-
-    /// The queue pair's transport counters (datagrams, retransmissions, drops).
-    pub fn rd_stats(&self) -> Option<iwarp::verbs::RdStats> {
-        self.qp.rd_stats()
-    }
-
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.qp.next_deadline()
-    }
-
-    pub fn memory(&self) -> Memory {
-        Memory {
-            queue_pair: self.qp.memory_bytes(),
-            rx_buffers: RX_BUFFERS * self.buf_size,
-            unexpected: self.matcher.account().current(),
-            unexpected_peak: self.matcher.account().peak(),
-            pending: self.sends.len() * std::mem::size_of::<PendingSend>()
-                + self.rndv.len() * std::mem::size_of::<RndvRecv>()
-                + self.backlog.len() * std::mem::size_of::<Outgoing>(),
-        }
+    fn message(&mut self, src: SocketAddr, payload: &[u8]) {
+        self.handle_message(src, payload);
     }
 }
 

@@ -127,6 +127,11 @@ pub fn data(out: &mut Vec<u8>, qpn: u32, recv_id: u64, offset: u64) {
     put(out, qpn, DATA, 0, &[recv_id, offset]);
 }
 
+/// Whether a message is a rendezvous chunk (which may be placed out of turn).
+pub fn is_data(b: &[u8]) -> bool {
+    b.first() == Some(&DATA)
+}
+
 /// The sender's QP number and the message.
 pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
     if b.len() < 8 {

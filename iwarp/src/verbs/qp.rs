@@ -11,7 +11,7 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use super::cq::WorkQueues;
 use super::fault::{FaultConfig, FaultStats};
 use super::rc::{RcPath, RcSettings};
-use super::rd::{RdPath, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER};
+use super::rd::{RdPath, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER};
 use super::startup::{self, Established};
 use super::ud::{ErrorEvent, UdPath};
 use super::{
@@ -449,6 +449,27 @@ impl QueuePair {
         out: &mut Vec<WorkCompletion>,
         max: usize,
     ) -> Result<usize, VerbsError> {
+        self.poll(out, max, None)
+    }
+
+    /// As [`QueuePair::poll_cq`], with RD messages handed to `recv` where they lie instead of
+    /// into posted receives (receiver mode; UD and RC ignore `recv`). A queue pair polled this
+    /// way should always be: receives posted meanwhile are not used.
+    pub fn poll_cq_with(
+        &mut self,
+        recv: &mut dyn RdReceiver,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+    ) -> Result<usize, VerbsError> {
+        self.poll(out, max, Some(recv))
+    }
+
+    fn poll(
+        &mut self,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        recv: Option<&mut dyn RdReceiver>,
+    ) -> Result<usize, VerbsError> {
         if self.state == QpState::Rts && (max == 0 || self.queues.cq_len() < max) {
             match &mut self.path {
                 Path::Ud(ud) => {
@@ -458,7 +479,7 @@ impl QueuePair {
                     }
                 }
                 Path::Rd(rd) => {
-                    if let Err(e) = rd.progress(&mut self.queues) {
+                    if let Err(e) = rd.progress(&mut self.queues, recv) {
                         rd.flush(&mut self.queues);
                         self.enter_error(Some(e));
                     }

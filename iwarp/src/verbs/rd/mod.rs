@@ -40,7 +40,8 @@ use crate::wire::rdmap::{Opcode, SegmentRepr};
 use peers::{Inflight, OutMsg, Peer};
 use pool::BufPool;
 use ring::{RecvRing, RX_BATCH};
-use rx::{Gate, RxSink, Stash, DDP_HEADER};
+pub use rx::RdReceiver;
+use rx::{Gate, ReceiverSink, RxSink, Stash, DDP_HEADER};
 pub use stats::RdStats;
 use tx::{TxItem, TxQueue, TX_BATCH};
 
@@ -67,6 +68,14 @@ const RX_ROUNDS: usize = 4;
 /// more than the rest of a lookup; foldhash is seeded per process (so keys an attacker picks,
 /// peer addresses, still cannot be aimed at one bucket) and a fraction of the cost.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A shorter-lived handle on the receiver, for one call.
+fn reborrow<'b>(r: &'b mut Option<&mut dyn RdReceiver>) -> Option<&'b mut dyn RdReceiver> {
+    match r {
+        Some(r) => Some(&mut **r),
+        None => None,
+    }
+}
 
 /// A datagram set aside until receives are posted.
 struct Parked {
@@ -314,7 +323,12 @@ impl RdPath {
     /// One round of progress: release held fault datagrams, complete what waited for
     /// receives, read the socket in batches, run due timers, turn engine events into
     /// completions, and send.
-    pub(crate) fn progress(&mut self, q: &mut WorkQueues) -> Result<(), VerbsError> {
+    /// `recv`: receiver mode ([`RdReceiver`]); posted receives are then not used.
+    pub(crate) fn progress(
+        &mut self,
+        q: &mut WorkQueues,
+        mut recv: Option<&mut dyn RdReceiver>,
+    ) -> Result<(), VerbsError> {
         let now = Instant::now();
         if self.sock.faulty() {
             self.sock.release_faults(now);
@@ -325,7 +339,7 @@ impl RdPath {
         if !self.parked.is_empty() {
             self.retry_parked(q, now);
         }
-        let lone = self.receive(q, now)?;
+        let lone = self.receive(q, now, reborrow(&mut recv))?;
         if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
             self.endpoint.handle_timeout(now);
         }
@@ -348,7 +362,12 @@ impl RdPath {
 
     /// Reads the socket in batches. Returns whether it got a lone datagram (and deferred the
     /// engine's events, which it does at most every other poll).
-    fn receive(&mut self, q: &mut WorkQueues, now: Instant) -> Result<bool, VerbsError> {
+    fn receive(
+        &mut self,
+        q: &mut WorkQueues,
+        now: Instant,
+        mut recv: Option<&mut dyn RdReceiver>,
+    ) -> Result<bool, VerbsError> {
         let mut rounds = 0;
         while rounds < RX_ROUNDS {
             let mut ring = self.ring.take().expect("ring is home between calls");
@@ -371,7 +390,9 @@ impl RdPath {
             };
             for i in 0..n {
                 let (data, src) = ring.get(i);
-                if let Some((session, seq)) = self.on_datagram(q, now, data, src) {
+                if let Some((session, seq)) =
+                    self.on_datagram(q, now, data, src, reborrow(&mut recv))
+                {
                     let len = data.len();
                     self.park(&mut ring, i, len, src, session, seq);
                 }
@@ -397,6 +418,7 @@ impl RdPath {
         now: Instant,
         data: &[u8],
         src: Option<SocketAddr>,
+        recv: Option<&mut dyn RdReceiver>,
     ) -> Option<(u32, u32)> {
         let Some(&first) = data.first() else {
             self.stats.dropped_control += 1;
@@ -404,6 +426,11 @@ impl RdPath {
         };
         if hello::is_control(first) {
             self.on_control(q, now, data, src);
+            return None;
+        }
+        if recv.is_some() {
+            // Receiver mode takes every message as it comes: nothing waits for receives.
+            self.feed(q, now, data, recv);
             return None;
         }
         if let Ok(pkt) = Packet::new_checked(data) {
@@ -419,18 +446,35 @@ impl RdPath {
                 }
             }
         }
-        self.feed(q, now, data);
+        self.feed(q, now, data, None);
         None
     }
 
     /// Hands a datagram to the engine, with the sink of the peer it names.
-    fn feed(&mut self, q: &mut WorkQueues, now: Instant, data: &[u8]) {
+    fn feed(
+        &mut self,
+        q: &mut WorkQueues,
+        now: Instant,
+        data: &[u8],
+        recv: Option<&mut dyn RdReceiver>,
+    ) {
         let peer = Endpoint::peek_session_id(data)
             .and_then(|id| self.by_id.get(&id))
             .and_then(|a| self.peers.get_mut(a));
         // Drops are counted by the engine.
-        let _ = match peer {
-            Some(p) => {
+        let _ = match (peer, recv) {
+            (Some(p), Some(recv)) => {
+                let mut sink = ReceiverSink {
+                    rx: &mut p.rx,
+                    recv,
+                    src: p.ah.addr,
+                    qpn: self.qpn,
+                    stats: &mut self.stats,
+                };
+                self.endpoint
+                    .handle_datagram(now, data, &mut sink, |_, _| None)
+            }
+            (Some(p), None) => {
                 let mut sink = RxSink {
                     rx: &mut p.rx,
                     q,
@@ -442,7 +486,7 @@ impl RdPath {
                 self.endpoint
                     .handle_datagram(now, data, &mut sink, |_, _| None)
             }
-            None => self
+            (None, _) => self
                 .endpoint
                 .handle_datagram(now, data, &mut (), |_, _| None),
         };
@@ -482,7 +526,7 @@ impl RdPath {
     fn retry_parked(&mut self, q: &mut WorkQueues, now: Instant) {
         for _ in 0..self.parked.len() {
             let p = self.parked.pop_front().expect("counted");
-            match self.on_datagram(q, now, &p.buf[..p.len], p.src) {
+            match self.on_datagram(q, now, &p.buf[..p.len], p.src, None) {
                 Some(_) => self.parked.push_back(p),
                 None => {
                     if let Some(ring) = &mut self.ring {

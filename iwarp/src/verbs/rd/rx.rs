@@ -154,9 +154,12 @@ fn complete_inline(
 
 /// One peer's messages between delivery and completion.
 pub(crate) struct PeerRx {
-    /// The next message to be delivered; `bound[i]` belongs to message `next + i`.
+    /// The next message to be delivered; `bound[i]` and `staged[i]` belong to message
+    /// `next + i`.
     next: MsgId,
     bound: VecDeque<Bound>,
+    /// Receiver mode ([`RdReceiver`]): what became of segmented messages not yet delivered.
+    staged: VecDeque<Option<Staged>>,
 }
 
 impl PeerRx {
@@ -164,6 +167,7 @@ impl PeerRx {
         PeerRx {
             next: first,
             bound: VecDeque::new(),
+            staged: VecDeque::new(),
         }
     }
 
@@ -350,6 +354,121 @@ impl Sink for RxSink<'_> {
                 b.finish(self.q, len, self.src, self.qpn, self.stats)
             }
             (Delivery::Placed { .. }, None) => self.stats.protocol_errors += 1,
+        }
+    }
+}
+
+/// Takes RD messages without posted receives ([`QueuePair::poll_cq_with`]): the bytes are lent
+/// where they lie (the socket's receive ring, mostly), so the consumer copies them once, to
+/// wherever they belong.
+///
+/// [`QueuePair::poll_cq_with`]: crate::verbs::QueuePair::poll_cq_with
+pub trait RdReceiver {
+    /// A message that arrived whole in one datagram, before its turn if `in_order` is false
+    /// (earlier messages of the peer are still missing). Return true to take it now (its
+    /// handling does not depend on order); false, and it comes again through
+    /// [`RdReceiver::message`] in its turn.
+    fn early(&mut self, src: SocketAddr, payload: &[u8], in_order: bool) -> bool;
+    /// A message, in the peer's send order.
+    fn message(&mut self, src: SocketAddr, payload: &[u8]);
+}
+
+/// A segmented message in receiver mode, between its first segment and its delivery.
+enum Staged {
+    /// The receiver took it early.
+    Taken,
+    /// Reassembled here (header included) until its turn.
+    Bytes { buf: Vec<u8>, total: u32 },
+    /// Broken: dropped at delivery.
+    Bad,
+}
+
+/// Where the engine puts what one peer sent, in receiver mode.
+pub(crate) struct ReceiverSink<'a> {
+    pub(crate) rx: &'a mut PeerRx,
+    pub(crate) recv: &'a mut dyn RdReceiver,
+    pub(crate) src: SocketAddr,
+    pub(crate) qpn: u32,
+    pub(crate) stats: &'a mut RdStats,
+}
+
+/// A message's payload after a valid RD header, or `None` (counted).
+fn payload<'b>(msg: &'b [u8], qpn: u32, stats: &mut RdStats) -> Option<&'b [u8]> {
+    match msg.get(..DDP_HEADER).and_then(|h| check_header(h, qpn)) {
+        Some(_) => Some(&msg[DDP_HEADER..]),
+        None => {
+            stats.protocol_errors += 1;
+            None
+        }
+    }
+}
+
+impl Sink for ReceiverSink<'_> {
+    fn place(&mut self, p: Placement<'_>) {
+        let i = p.msg.since(self.rx.next) as usize;
+        if i >= 1 << 16 {
+            // Behind delivery, or absurdly far ahead: not a message the engine would place.
+            self.stats.protocol_errors += 1;
+            return;
+        }
+        if self.rx.staged.len() <= i {
+            self.rx.staged.resize_with(i + 1, || None);
+        }
+        let slot = &mut self.rx.staged[i];
+        let offset = p.offset as usize;
+        if slot.is_none() && offset == 0 && p.bytes.len() == p.total_len as usize {
+            let Some(body) = payload(p.bytes, self.qpn, self.stats) else {
+                *slot = Some(Staged::Bad);
+                return;
+            };
+            if self.recv.early(self.src, body, i == 0) {
+                *slot = Some(Staged::Taken);
+                return;
+            }
+        }
+        let st = slot.get_or_insert_with(|| Staged::Bytes {
+            buf: vec![0; p.total_len as usize],
+            total: p.total_len,
+        });
+        let fits = match st {
+            Staged::Bytes { buf, total } if *total == p.total_len => buf
+                .get_mut(offset..offset + p.bytes.len())
+                .map(|dst| dst.copy_from_slice(p.bytes))
+                .is_some(),
+            _ => false,
+        };
+        if !fits {
+            self.stats.protocol_errors += 1;
+            *st = Staged::Bad;
+        }
+    }
+
+    fn deliver(&mut self, msg: MsgId, d: Delivery<'_>) {
+        let skip = msg.since(self.rx.next);
+        if skip != 0 {
+            self.stats.protocol_errors += 1;
+            if skip >= 1 << 31 {
+                return;
+            }
+            let n = (skip as usize).min(self.rx.staged.len());
+            self.rx.staged.drain(..n);
+        }
+        let staged = self.rx.staged.pop_front().flatten();
+        self.rx.next = msg.next();
+        match (d, staged) {
+            (Delivery::Inline(bytes), None) => {
+                if let Some(body) = payload(bytes, self.qpn, self.stats) {
+                    self.recv.message(self.src, body);
+                }
+            }
+            (Delivery::Placed { .. }, Some(Staged::Taken)) => {}
+            (Delivery::Placed { len }, Some(Staged::Bytes { buf, total })) if total == len => {
+                if let Some(body) = payload(&buf, self.qpn, self.stats) {
+                    self.recv.message(self.src, body);
+                }
+            }
+            (_, Some(Staged::Bad)) => {}
+            _ => self.stats.protocol_errors += 1,
         }
     }
 }

@@ -1,0 +1,233 @@
+//! The queue-pair side of the data path: posting what the state queued, polling, and the
+//! endpoint-level operations that need both.
+
+use std::net::UdpSocket;
+use std::sync::Arc;
+use std::time::Instant;
+
+use iwarp::verbs::{
+    QpConfig, QpType, QueuePair, SendOpcode, SendWrOwned, WcOpcode, WcStatus, WorkCompletion,
+};
+
+use super::ops::{Outgoing, PendingSend, RndvRecv, Role};
+use super::wire::{self, DATA_HEADER};
+use super::{
+    Memory, Outputs, RecvArgs, SendArgs, State, Stats, BACKLOG_MAX, CHUNK_WINDOW, EAGER_MAX,
+    POLL_BATCH,
+};
+use crate::addr::EpName;
+use crate::av::AddressVector;
+use crate::diag;
+use crate::error::{Errno, Result};
+use crate::ffi::sys::FI_PEEK;
+use crate::params::Config;
+
+pub struct DataPath {
+    qp: QueuePair,
+    st: State,
+    wcs: Vec<WorkCompletion>,
+}
+
+impl std::fmt::Debug for DataPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.st.fmt(f)
+    }
+}
+
+impl DataPath {
+    /// A queue pair on `socket`; `name` gets its QP number. Messages are taken where they
+    /// arrive (the queue pair's receiver mode): no receive buffers are posted.
+    pub fn new(socket: UdpSocket, config: &Config, name: &mut EpName) -> Result<DataPath> {
+        let mut qc = QpConfig {
+            max_send_wr: 4 * BACKLOG_MAX,
+            max_recv_wr: 1,
+            ..QpConfig::default()
+        };
+        qc.rd.idle_timeout = config.peer_timeout;
+        let mut qp = QueuePair::create(QpType::Rd, qc).map_err(|e| {
+            diag!(Warn, EpCtrl, "cannot create the RD queue pair: {e}");
+            Errno::INVAL
+        })?;
+        qp.attach_udp(socket).map_err(|e| {
+            diag!(Warn, EpCtrl, "cannot attach the UDP socket: {e}");
+            Errno::OTHER
+        })?;
+        name.qpn = qp.qpn();
+        let eager = config.eager_size.min(EAGER_MAX);
+        Ok(DataPath {
+            qp,
+            st: State::new(*name, eager),
+            wcs: Vec::with_capacity(POLL_BATCH),
+        })
+    }
+
+    /// Connects the data path to what the endpoint bound. `directed`: FI_DIRECTED_RECV is on,
+    /// so a receive's source address restricts it.
+    pub fn enable(&mut self, av: Arc<AddressVector>, out: Outputs, directed: bool) {
+        self.st.enable(av, out, directed);
+    }
+
+    pub fn set_min_multi_recv(&mut self, n: usize) {
+        self.st.min_multi_recv = n;
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.st.stats
+    }
+
+    pub fn send(&mut self, a: SendArgs) -> Result<()> {
+        if self.st.backlog.len() >= BACKLOG_MAX {
+            self.progress();
+            if self.st.backlog.len() >= BACKLOG_MAX {
+                return Err(Errno::AGAIN);
+            }
+        }
+        let r = self.st.send(a);
+        self.flush_backlog();
+        r
+    }
+
+    pub fn recv(&mut self, a: RecvArgs) -> Result<()> {
+        if a.flags & FI_PEEK != 0 {
+            // A peek must see what has arrived by now.
+            self.progress();
+        }
+        let r = self.st.recv(a);
+        self.flush_backlog();
+        r
+    }
+
+    pub fn cancel(&mut self, context: usize) -> Result<()> {
+        self.st.cancel(context)
+    }
+
+    fn can_post(&self, o: &Outgoing) -> bool {
+        self.qp.send_queue_space() > 0
+            && !(matches!(o, Outgoing::Chunk { .. }) && self.st.chunks_inflight >= CHUNK_WINDOW)
+    }
+
+    fn flush_backlog(&mut self) {
+        while let Some(o) = self.st.backlog.front() {
+            if !self.can_post(o) {
+                return;
+            }
+            let o = self.st.backlog.pop_front().expect("front exists");
+            self.post(o);
+        }
+    }
+
+    fn post(&mut self, o: Outgoing) {
+        let mut prefix = [0u8; DATA_HEADER];
+        let mut prefix_len = 0;
+        let (to, bytes, role) = match o {
+            Outgoing::Message { to, bytes, role } => (to, bytes, role),
+            Outgoing::Chunk {
+                send,
+                recv_id,
+                offset,
+                len,
+            } => {
+                // A send failed meanwhile: its remaining chunks are dropped.
+                let Some(s) = self.st.sends.get(&send) else {
+                    return;
+                };
+                let mem = s.mem.as_ref().expect("rendezvous sends keep their buffer");
+                let mut header = Vec::with_capacity(DATA_HEADER);
+                wire::data(&mut header, self.st.name.qpn, recv_id, offset as u64);
+                self.st.chunks_inflight += 1;
+                // The chunk goes from the application's buffer itself when it is contiguous
+                // (a NIC reading registered memory); the send completes only after the peer
+                // acknowledged every chunk, so the buffer outlives the queue pair's use of it.
+                let bytes = match mem.lend(offset, len) {
+                    Some(lent) => {
+                        prefix.copy_from_slice(&header);
+                        prefix_len = DATA_HEADER;
+                        lent
+                    }
+                    None => {
+                        mem.read_into(offset, len, &mut header);
+                        header.into()
+                    }
+                };
+                (s.to, bytes, Role::Chunk { send })
+            }
+        };
+        let wr_id = self.st.id();
+        let wr = SendWrOwned {
+            wr_id,
+            opcode: SendOpcode::Send,
+            data: bytes,
+            ah: Some(to),
+            signaled: true,
+        };
+        let posted = if prefix_len > 0 {
+            self.qp.post_send_prefixed(wr, &prefix[..prefix_len])
+        } else {
+            self.qp.post_send_owned(wr)
+        };
+        match posted {
+            Ok(()) => {
+                self.st.roles.insert(wr_id, role);
+            }
+            Err(e) => {
+                diag!(Warn, EpData, "send to {} refused: {e}", to.addr);
+                self.st.send_part_done(role, false);
+            }
+        }
+    }
+
+    /// Drains the queue pair (which runs its I/O and timers, and lends arrivals to the state)
+    /// and posts what waited for room.
+    pub fn progress(&mut self) {
+        self.flush_backlog();
+        let mut wcs = std::mem::take(&mut self.wcs);
+        loop {
+            wcs.clear();
+            let n = match self.qp.poll_cq_with(&mut self.st, &mut wcs, POLL_BATCH) {
+                Ok(n) => n,
+                Err(e) => {
+                    diag!(Warn, EpData, "queue pair failed: {e}");
+                    0
+                }
+            };
+            for wc in wcs.drain(..) {
+                if wc.opcode == WcOpcode::Send {
+                    if let Some(role) = self.st.roles.remove(&wc.wr_id) {
+                        self.st.send_part_done(role, wc.status == WcStatus::Success);
+                    }
+                }
+            }
+            self.flush_backlog();
+            if n < POLL_BATCH {
+                break;
+            }
+        }
+        self.wcs = wcs;
+    }
+
+    /// Nothing of ours is waiting for the peer: every send is acknowledged.
+    pub fn idle(&self) -> bool {
+        self.st.roles.is_empty() && self.st.backlog.is_empty()
+    }
+
+    /// The queue pair's transport counters (datagrams, retransmissions, drops).
+    pub fn rd_stats(&self) -> Option<iwarp::verbs::RdStats> {
+        self.qp.rd_stats()
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.qp.next_deadline()
+    }
+
+    pub fn memory(&self) -> Memory {
+        let st = &self.st;
+        Memory {
+            queue_pair: self.qp.memory_bytes(),
+            unexpected: st.matcher.account().current(),
+            unexpected_peak: st.matcher.account().peak(),
+            pending: st.sends.len() * std::mem::size_of::<PendingSend>()
+                + st.rndv.len() * std::mem::size_of::<RndvRecv>()
+                + st.backlog.len() * std::mem::size_of::<Outgoing>(),
+        }
+    }
+}
