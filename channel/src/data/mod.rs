@@ -8,9 +8,11 @@
 //! when the peer has acknowledged it, which is when an eager send, or a rendezvous's last
 //! chunk, completes to the application (FI_DELIVERY_COMPLETE as MPICH asks for it).
 //!
-//! Receive buffers for the queue pair are the provider's own, all of one size; each message
-//! is copied once from there into the application's buffer, or into an unexpected-message
-//! copy charged to the matcher's account.
+//! No receive buffers are posted: the queue pair lends each arriving message where it lies
+//! (its receiver mode, [`iwarp::verbs::RdReceiver`]), and the bytes are copied once, into the
+//! application's buffer or into an unexpected-message copy charged to the matcher's account.
+//! Chunks are placed even ahead of their turn; everything else is handled in per-peer order.
+//! [`State`] handles arrivals and queues sends; [`driver`] owns the queue pair.
 
 mod complete;
 mod driver;
@@ -47,7 +49,8 @@ const UNKNOWN_PEER: PeerId = PeerId(u32::MAX - 1);
 /// Rendezvous data per chunk: one RD message of this size plus its header fits a datagram.
 pub const CHUNK: usize = 60 * 1024;
 
-/// Largest eager payload: eager messages share the receive buffers with chunks.
+/// Largest eager payload: an eager message, like a chunk, fits one datagram, so it can be
+/// handled where it arrived.
 pub const EAGER_MAX: usize = CHUNK;
 
 /// Rendezvous chunks posted and not yet acknowledged, across all sends: bounds the copies
