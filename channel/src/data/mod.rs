@@ -12,7 +12,7 @@
 //! (its receiver mode, [`iwarp::verbs::RdReceiver`]), and the bytes are copied once, into the
 //! application's buffer or into an unexpected-message copy charged to the matcher's account.
 //! Chunks are placed even ahead of their turn; everything else is handled in per-peer order.
-//! [`State`] handles arrivals and queues sends; [`driver`] owns the queue pair.
+//! `State` handles arrivals and queues sends; `driver` owns the queue pair.
 
 mod complete;
 mod driver;
