@@ -1,7 +1,7 @@
 //! CRC32c (Castagnoli) for the datagram trailer.
 //!
-//! The `crc32c` crate (SSE 4.2, three interleaved streams) by default. With the `simd-crc`
-//! feature, inputs of `FAST_MIN` bytes and more go to `crc-fast` (carry-less multiply folding,
+//! The `crc32c` crate (SSE 4.2, three interleaved streams), and with the `simd-crc` feature
+//! (on by default), inputs of `FAST_MIN` bytes and more go to `crc-fast` (carry-less multiply folding,
 //! AVX-512 where present), which sums a 64 KiB segment 2.5–4 times faster here; on a full-size
 //! datagram the CRC is otherwise a large share of each end's work. Both compute the same CRC.
 

@@ -55,7 +55,7 @@ impl Entry {
     /// Makes sure the heap holds an entry at or before the session's deadline.
     fn arm(&mut self, timers: &mut BinaryHeap<Reverse<(Instant, u32)>>, id: u32) {
         if let Some(t) = self.session.poll_timeout() {
-            if self.armed.map_or(true, |a| t < a) {
+            if self.armed.is_none_or(|a| t < a) {
                 timers.push(Reverse((t, id)));
                 self.armed = Some(t);
             }

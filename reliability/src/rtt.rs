@@ -32,11 +32,7 @@ impl RttEstimator {
                 self.rttvar = sample / 2;
             }
             Some(srtt) => {
-                let err = if srtt > sample {
-                    srtt - sample
-                } else {
-                    sample - srtt
-                };
+                let err = srtt.abs_diff(sample);
                 self.rttvar = (self.rttvar * 3 + err) / 4;
                 self.srtt = Some((srtt * 7 + sample) / 8);
             }

@@ -456,7 +456,7 @@ impl Sender {
         // makes a sample, and none if it was a retransmission (Karn: which copy got through?).
         let mut sample: Option<(u64, Option<Instant>)> = None;
         let mut note = |e: &InFlight, top: &mut [u64; MAX_DUP_THRESH as usize]| {
-            if sample.map_or(true, |(o, _)| e.tx_order > o) {
+            if sample.is_none_or(|(o, _)| e.tx_order > o) {
                 sample = Some((e.tx_order, (e.tx_count == 1).then_some(e.sent_at)));
             }
             insert_top(top, e.tx_order);

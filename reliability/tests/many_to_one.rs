@@ -18,7 +18,7 @@ fn incast(seed: u64, budget: Option<u32>, sender_credit: u16) -> Sim {
         max_send_buffer: 4096,
         ..small_config(300)
     };
-    let configs = std::iter::once(receiver).chain(std::iter::repeat(sender).take(SENDERS));
+    let configs = std::iter::once(receiver).chain(std::iter::repeat_n(sender, SENDERS));
     let gen = MsgGen {
         seed,
         max_len: 1200,

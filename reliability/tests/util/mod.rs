@@ -243,7 +243,7 @@ impl Net {
     /// Next datagram due at or before `now`, after the receiver queue (if any).
     pub fn pop_due(&mut self) -> Option<(usize, usize, Vec<u8>)> {
         loop {
-            if self.heap.peek().map_or(true, |p| p.at > self.now) {
+            if self.heap.peek().is_none_or(|p| p.at > self.now) {
                 return None;
             }
             let p = self.heap.pop().expect("peeked");
