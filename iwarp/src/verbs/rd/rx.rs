@@ -171,6 +171,17 @@ impl PeerRx {
         }
     }
 
+    /// How many messages before `msg` the peer skipped (the engine delivers in order, so any
+    /// is a broken peer, counted), or `None` for a message already delivered.
+    fn skipped(&self, msg: MsgId, stats: &mut RdStats) -> Option<usize> {
+        let skip = msg.since(self.next);
+        if skip == 0 {
+            return Some(0);
+        }
+        stats.protocol_errors += 1;
+        (skip < 1 << 31).then_some(skip as usize)
+    }
+
     /// Receives the messages up to `hi` still need (0 if `hi` was delivered already).
     pub(crate) fn unbound_upto(&self, hi: MsgId) -> u32 {
         let first_unbound = self.next.add(self.bound.len() as u32);
@@ -321,14 +332,12 @@ impl Sink for RxSink<'_> {
     }
 
     fn deliver(&mut self, msg: MsgId, d: Delivery<'_>) {
-        let skip = msg.since(self.rx.next);
+        let Some(skip) = self.rx.skipped(msg, self.stats) else {
+            return;
+        };
         if skip != 0 {
-            // The engine delivers in order; a peer skipping ids gives back what was bound.
-            self.stats.protocol_errors += 1;
-            if skip >= 1 << 31 {
-                return;
-            }
-            let n = (skip as usize).min(self.rx.bound.len());
+            // A peer skipping ids gives back what was bound.
+            let n = skip.min(self.rx.bound.len());
             for b in self.rx.bound.drain(..n).rev().collect::<Vec<_>>() {
                 self.q.return_recv(b.wr);
             }
@@ -444,15 +453,11 @@ impl Sink for ReceiverSink<'_> {
     }
 
     fn deliver(&mut self, msg: MsgId, d: Delivery<'_>) {
-        let skip = msg.since(self.rx.next);
-        if skip != 0 {
-            self.stats.protocol_errors += 1;
-            if skip >= 1 << 31 {
-                return;
-            }
-            let n = (skip as usize).min(self.rx.staged.len());
-            self.rx.staged.drain(..n);
-        }
+        let Some(skip) = self.rx.skipped(msg, self.stats) else {
+            return;
+        };
+        let n = skip.min(self.rx.staged.len());
+        self.rx.staged.drain(..n);
         let staged = self.rx.staged.pop_front().flatten();
         self.rx.next = msg.next();
         match (d, staged) {
