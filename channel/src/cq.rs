@@ -76,7 +76,8 @@ pub struct CompletionQueue {
     pub domain: Arc<Domain>,
     pub format: CqFormat,
     entries: Mutex<Entries>,
-    sources: Mutex<Vec<Weak<dyn Progress>>>,
+    /// Replaced whole when an endpoint is added, so a read takes it without allocating.
+    sources: Mutex<Arc<[Weak<dyn Progress>]>>,
     empty_reads: AtomicU32,
 }
 
@@ -108,7 +109,7 @@ impl CompletionQueue {
             domain: Arc::clone(domain),
             format,
             entries: Mutex::new(entries),
-            sources: Mutex::new(Vec::new()),
+            sources: Mutex::new(Arc::from([])),
             empty_reads: AtomicU32::new(0),
         }))
     }
@@ -116,19 +117,14 @@ impl CompletionQueue {
     /// `source` makes progress whenever this queue is read, until it is dropped.
     pub fn add_source(&self, source: Weak<dyn Progress>) {
         let mut s = self.sources.lock();
-        s.retain(|w| w.strong_count() > 0);
-        s.push(source);
+        let live = s.iter().filter(|w| w.strong_count() > 0).cloned();
+        *s = live.chain([source]).collect();
     }
 
     fn drive(&self) {
-        // Cloned out so an endpoint's progress may push completions without this lock held.
-        let sources: Vec<_> = self
-            .sources
-            .lock()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for s in sources {
+        // Taken out so an endpoint's progress runs without this lock held.
+        let sources = Arc::clone(&self.sources.lock());
+        for s in sources.iter().filter_map(Weak::upgrade) {
             s.progress();
         }
     }

@@ -4,7 +4,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -47,7 +47,6 @@ struct Bound {
 #[derive(Debug)]
 struct State {
     bound: Bound,
-    enabled: bool,
     min_multi_recv: usize,
     tx_op_flags: u64,
     rx_op_flags: u64,
@@ -68,15 +67,17 @@ pub struct Endpoint {
     state: Mutex<State>,
     data: Mutex<DataPath>,
     ticker: Mutex<Option<Ticker>>,
-    /// When the application last made progress itself; the thread stays out of its way.
-    last_poll: Mutex<Instant>,
+    /// Read without a lock on every data call.
+    enabled: AtomicBool,
+    /// Progress calls the application made; the thread stays out of its way while this moves.
+    polls: AtomicU64,
 }
 
 /// The progress thread wakes at least this often while the application does not poll, so
 /// peers are acknowledged even when no timer is due.
 const TICK: Duration = Duration::from_millis(10);
 
-/// The thread leaves progress to the application while it polled this recently.
+/// The thread leaves progress to the application while it polled within this long.
 const APP_ACTIVE: Duration = Duration::from_millis(2);
 
 /// After its own data is acknowledged, a closing endpoint keeps answering this long, so the
@@ -111,7 +112,6 @@ impl Endpoint {
         diag!(Info, EpCtrl, "endpoint {name}");
         let state = State {
             bound: Bound::default(),
-            enabled: false,
             min_multi_recv: DEFAULT_MIN_MULTI_RECV,
             tx_op_flags: info.tx.op_flags,
             rx_op_flags: info.rx.op_flags,
@@ -123,7 +123,8 @@ impl Endpoint {
             state: Mutex::new(state),
             data: Mutex::new(data),
             ticker: Mutex::new(None),
-            last_poll: Mutex::new(Instant::now()),
+            enabled: AtomicBool::new(false),
+            polls: AtomicU64::new(0),
         }))
     }
 
@@ -133,7 +134,7 @@ impl Endpoint {
 
     pub fn bind(&self, target: Bind, flags: u64) -> Result<()> {
         let mut st = self.state.lock();
-        if st.enabled {
+        if self.is_enabled() {
             return Err(Errno::OPBADSTATE);
         }
         let same_domain = |d: &Arc<Domain>| Arc::ptr_eq(d, &self.domain);
@@ -192,8 +193,8 @@ impl Endpoint {
     /// completions (a CQ, or a counter for that direction). Enabling connects the data path
     /// to them and starts the progress thread.
     pub fn enable(self: &Arc<Self>) -> Result<()> {
-        let mut st = self.state.lock();
-        if st.enabled {
+        let st = self.state.lock();
+        if self.is_enabled() {
             return Ok(());
         }
         let b = &st.bound;
@@ -217,7 +218,7 @@ impl Endpoint {
         }
         let directed = self.info.caps & FI_DIRECTED_RECV != 0;
         self.data.lock().enable(av, out, directed);
-        st.enabled = true;
+        self.enabled.store(true, Ordering::Release);
         *self.ticker.lock() = Some(self.start_ticker());
         Ok(())
     }
@@ -248,10 +249,7 @@ impl Endpoint {
         if a.flags & FI_MULTI_RECV != 0 && self.info.caps & FI_MULTI_RECV == 0 {
             a.flags &= !FI_MULTI_RECV;
         }
-        self.data_op(|d| {
-            d.set_min_multi_recv(self.min_multi_recv());
-            d.recv(a)
-        })
+        self.data_op(|d| d.recv(a))
     }
 
     /// The data path's counters.
@@ -345,7 +343,7 @@ impl Endpoint {
     }
 
     pub fn is_enabled(&self) -> bool {
-        self.state.lock().enabled
+        self.enabled.load(Ordering::Acquire)
     }
 
     pub fn min_multi_recv(&self) -> usize {
@@ -354,6 +352,7 @@ impl Endpoint {
 
     pub fn set_min_multi_recv(&self, n: usize) {
         self.state.lock().min_multi_recv = n;
+        self.data.lock().set_min_multi_recv(n);
     }
 
     /// FI_GETOPSFLAG: `selector` holds FI_TRANSMIT or FI_RECV.
@@ -390,12 +389,10 @@ impl Endpoint {
     }
 }
 
+/// Only enabled endpoints are progress sources of a CQ.
 impl Progress for Endpoint {
     fn progress(&self) {
-        if !self.is_enabled() {
-            return;
-        }
-        *self.last_poll.lock() = Instant::now();
+        self.polls.fetch_add(1, Ordering::Relaxed);
         self.data.lock().progress();
     }
 }
@@ -404,12 +401,14 @@ impl Progress for Endpoint {
 /// retransmission due) or a tick, and makes progress then unless the application is
 /// polling itself. It never blocks the application: it only takes the lock if it is free.
 fn tick(ep: &Weak<Endpoint>, stop: &AtomicBool) {
+    let mut seen = u64::MAX;
     while !stop.load(Ordering::Acquire) {
         let Some(ep) = ep.upgrade() else { return };
         let now = Instant::now();
-        let last = *ep.last_poll.lock();
-        let wake = if now - last < APP_ACTIVE {
-            last + APP_ACTIVE
+        let polls = ep.polls.load(Ordering::Relaxed);
+        let wake = if polls != seen {
+            seen = polls;
+            now + APP_ACTIVE
         } else {
             match ep.data.try_lock() {
                 Some(mut d) => {

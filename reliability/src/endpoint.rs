@@ -281,22 +281,7 @@ impl Endpoint {
 
     /// Next datagram of any session, with the local id of the session that sent it.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<(u32, Transmit)> {
-        while let Some(&id) = self.tx_ready.front() {
-            let Some(e) = self.sessions.get_mut(&id) else {
-                self.tx_ready.pop_front();
-                continue;
-            };
-            if let Some(t) = e.session.poll_transmit(now, buf) {
-                // Round robin: a busy session yields to the next one after each datagram.
-                self.tx_ready.pop_front();
-                self.tx_ready.push_back(id);
-                e.arm(&mut self.timers, id);
-                return Some((id, t));
-            }
-            e.tx_queued = false;
-            self.tx_ready.pop_front();
-        }
-        None
+        self.next_transmit(|s| s.poll_transmit(now, buf))
     }
 
     /// Like [`Endpoint::poll_transmit`], leaving the datagram in pieces for gather I/O (see
@@ -306,12 +291,21 @@ impl Endpoint {
         now: Instant,
         header: &mut [u8; MAX_HEADER_LEN],
     ) -> Option<(u32, GatherTransmit)> {
+        self.next_transmit(|s| s.poll_transmit_gather(now, header))
+    }
+
+    /// Polls the ready sessions in turn with `poll` until one has a datagram.
+    fn next_transmit<T>(
+        &mut self,
+        mut poll: impl FnMut(&mut Session) -> Option<T>,
+    ) -> Option<(u32, T)> {
         while let Some(&id) = self.tx_ready.front() {
             let Some(e) = self.sessions.get_mut(&id) else {
                 self.tx_ready.pop_front();
                 continue;
             };
-            if let Some(t) = e.session.poll_transmit_gather(now, header) {
+            if let Some(t) = poll(&mut e.session) {
+                // Round robin: a busy session yields to the next one after each datagram.
                 self.tx_ready.pop_front();
                 self.tx_ready.push_back(id);
                 e.arm(&mut self.timers, id);

@@ -117,10 +117,9 @@ impl DataPath {
     }
 
     fn post(&mut self, o: Outgoing) {
-        let mut prefix = [0u8; DATA_HEADER];
-        let mut prefix_len = 0;
-        let (to, bytes, role) = match o {
-            Outgoing::Message { to, bytes, role } => (to, bytes, role),
+        // `prefix` goes in front of `bytes` on the wire; non-empty only for a lent chunk.
+        let (to, bytes, prefix, role) = match o {
+            Outgoing::Message { to, bytes, role } => (to, bytes, Vec::new(), role),
             Outgoing::Chunk {
                 send,
                 recv_id,
@@ -138,18 +137,14 @@ impl DataPath {
                 // The chunk goes from the application's buffer itself when it is contiguous
                 // (a NIC reading registered memory); the send completes only after the peer
                 // acknowledged every chunk, so the buffer outlives the queue pair's use of it.
-                let bytes = match mem.lend(offset, len) {
-                    Some(lent) => {
-                        prefix.copy_from_slice(&header);
-                        prefix_len = DATA_HEADER;
-                        lent
-                    }
+                let role = Role::Chunk { send };
+                match mem.lend(offset, len) {
+                    Some(lent) => (s.to, lent, header, role),
                     None => {
                         mem.read_into(offset, len, &mut header);
-                        header.into()
+                        (s.to, header.into(), Vec::new(), role)
                     }
-                };
-                (s.to, bytes, Role::Chunk { send })
+                }
             }
         };
         let wr_id = self.st.id();
@@ -160,11 +155,7 @@ impl DataPath {
             ah: Some(to),
             signaled: true,
         };
-        let posted = if prefix_len > 0 {
-            self.qp.post_send_prefixed(wr, &prefix[..prefix_len])
-        } else {
-            self.qp.post_send_owned(wr)
-        };
+        let posted = self.qp.post_send_prefixed(wr, &prefix);
         match posted {
             Ok(()) => {
                 self.st.roles.insert(wr_id, role);

@@ -29,9 +29,15 @@ unsafe fn iov(iov: *const iovec, count: usize) -> Result<UserMem> {
     UserMem::from_iov(iov, count)
 }
 
-/// Plain calls use the endpoint's default flags (FI_COMPLETION and the completion level);
-/// `extra` adds FI_INJECT or FI_REMOTE_CQ_DATA.
-///
+/// A send's operation flags.
+enum TxFlags {
+    /// Plain calls: the endpoint's default flags (FI_COMPLETION and the completion level),
+    /// plus FI_REMOTE_CQ_DATA for `*data`; injects take only their own flags.
+    Default(u64),
+    /// `*msg` calls: exactly the flags given.
+    Given(u64),
+}
+
 /// SAFETY: `ep` is a live fid.
 #[allow(clippy::too_many_arguments)] // the C calls' own argument lists
 unsafe fn send(
@@ -42,12 +48,12 @@ unsafe fn send(
     tag: u64,
     data: Option<u64>,
     context: Ctx,
-    extra: u64,
+    flags: TxFlags,
 ) -> Result<isize> {
     let e = ep::get(ep.cast())?;
-    let flags = match extra & FI_INJECT {
-        0 => e.op_flags(FI_TRANSMIT)? | extra,
-        _ => extra,
+    let flags = match flags {
+        TxFlags::Default(extra) if extra & FI_INJECT == 0 => e.op_flags(FI_TRANSMIT)? | extra,
+        TxFlags::Default(f) | TxFlags::Given(f) => f,
     };
     e.send(SendArgs {
         kind,
@@ -145,7 +151,16 @@ unsafe extern "C" fn msg_send(
     context: Ctx,
 ) -> isize {
     entry("fi_send", || {
-        send(ep, Kind::Msg, one(buf, len)?, dest, 0, None, context, 0)
+        send(
+            ep,
+            Kind::Msg,
+            one(buf, len)?,
+            dest,
+            0,
+            None,
+            context,
+            TxFlags::Default(0),
+        )
     })
 }
 
@@ -158,24 +173,34 @@ unsafe extern "C" fn msg_sendv(
     context: Ctx,
 ) -> isize {
     entry("fi_sendv", || {
-        send(ep, Kind::Msg, iov(v, count)?, dest, 0, None, context, 0)
+        send(
+            ep,
+            Kind::Msg,
+            iov(v, count)?,
+            dest,
+            0,
+            None,
+            context,
+            TxFlags::Default(0),
+        )
     })
 }
 
 unsafe extern "C" fn msg_sendmsg(ep: Ep, m: *const fi_msg, flags: u64) -> isize {
     entry("fi_sendmsg", || {
         let m = m.as_ref().ok_or(Errno::INVAL)?;
-        let e = ep::get(ep.cast())?;
-        e.send(SendArgs {
-            kind: Kind::Msg,
-            dest: m.addr,
-            mem: iov(m.msg_iov, m.iov_count)?,
-            tag: 0,
-            data: cq_data(flags, m.data),
-            context: m.context as usize,
-            flags,
-        })?;
-        Ok(0)
+        let mem = iov(m.msg_iov, m.iov_count)?;
+        let data = cq_data(flags, m.data);
+        send(
+            ep,
+            Kind::Msg,
+            mem,
+            m.addr,
+            0,
+            data,
+            m.context,
+            TxFlags::Given(flags),
+        )
     })
 }
 
@@ -189,7 +214,7 @@ unsafe extern "C" fn msg_inject(ep: Ep, buf: *const c_void, len: usize, dest: fi
             0,
             None,
             std::ptr::null_mut(),
-            FI_INJECT,
+            TxFlags::Default(FI_INJECT),
         )
     })
 }
@@ -212,7 +237,7 @@ unsafe extern "C" fn msg_senddata(
             0,
             Some(data),
             context,
-            FI_REMOTE_CQ_DATA,
+            TxFlags::Default(FI_REMOTE_CQ_DATA),
         )
     })
 }
@@ -233,7 +258,7 @@ unsafe extern "C" fn msg_injectdata(
             0,
             Some(data),
             std::ptr::null_mut(),
-            FI_INJECT | FI_REMOTE_CQ_DATA,
+            TxFlags::Default(FI_INJECT | FI_REMOTE_CQ_DATA),
         )
     })
 }
@@ -326,7 +351,7 @@ unsafe extern "C" fn tagged_send(
             tag,
             None,
             context,
-            0,
+            TxFlags::Default(0),
         )
     })
 }
@@ -349,7 +374,7 @@ unsafe extern "C" fn tagged_sendv(
             tag,
             None,
             context,
-            0,
+            TxFlags::Default(0),
         )
     })
 }
@@ -357,17 +382,18 @@ unsafe extern "C" fn tagged_sendv(
 unsafe extern "C" fn tagged_sendmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64) -> isize {
     entry("fi_tsendmsg", || {
         let m = m.as_ref().ok_or(Errno::INVAL)?;
-        let e = ep::get(ep.cast())?;
-        e.send(SendArgs {
-            kind: Kind::Tagged,
-            dest: m.addr,
-            mem: iov(m.msg_iov, m.iov_count)?,
-            tag: m.tag,
-            data: cq_data(flags, m.data),
-            context: m.context as usize,
-            flags,
-        })?;
-        Ok(0)
+        let mem = iov(m.msg_iov, m.iov_count)?;
+        let data = cq_data(flags, m.data);
+        send(
+            ep,
+            Kind::Tagged,
+            mem,
+            m.addr,
+            m.tag,
+            data,
+            m.context,
+            TxFlags::Given(flags),
+        )
     })
 }
 
@@ -387,7 +413,7 @@ unsafe extern "C" fn tagged_inject(
             tag,
             None,
             std::ptr::null_mut(),
-            FI_INJECT,
+            TxFlags::Default(FI_INJECT),
         )
     })
 }
@@ -411,7 +437,7 @@ unsafe extern "C" fn tagged_senddata(
             tag,
             Some(data),
             context,
-            FI_REMOTE_CQ_DATA,
+            TxFlags::Default(FI_REMOTE_CQ_DATA),
         )
     })
 }
@@ -433,7 +459,7 @@ unsafe extern "C" fn tagged_injectdata(
             tag,
             Some(data),
             std::ptr::null_mut(),
-            FI_INJECT | FI_REMOTE_CQ_DATA,
+            TxFlags::Default(FI_INJECT | FI_REMOTE_CQ_DATA),
         )
     })
 }

@@ -396,9 +396,12 @@ impl QueuePair {
     }
 
     /// Posts the message `prefix` followed by `wr.data`: RD joins the prefix to its own header
-    /// and keeps the data without copying it (as [`QueuePair::post_send_owned`]); UD and RC
-    /// send the two joined.
+    /// and keeps the data without copying it (as [`QueuePair::post_send_owned`], which an empty
+    /// prefix amounts to); UD and RC send the two joined.
     pub fn post_send_prefixed(&mut self, wr: SendWrOwned, prefix: &[u8]) -> Result<(), VerbsError> {
+        if prefix.is_empty() {
+            return self.post_send_owned(wr);
+        }
         match &mut self.path {
             Path::Rd(rd) if self.state == QpState::Rts => {
                 rd.post_send_prefixed(&mut self.queues, wr, prefix)
