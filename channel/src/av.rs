@@ -5,7 +5,6 @@
 //! Removed slots are never reused, so a stale handle can never reach a different peer
 //! (Open MPI removes every peer just before closing the endpoint, with data still in flight).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -15,6 +14,7 @@ use crate::addr::EpName;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
 use crate::ffi::sys::{FI_AV_MAP, FI_AV_TABLE, FI_AV_UNSPEC, FI_MORE, FI_SYNC_ERR};
+use crate::hash::Map;
 
 /// `FI_ADDR_NOTAVAIL`: the handle of an address that could not be inserted.
 pub const ADDR_NOTAVAIL: u64 = u64::MAX;
@@ -37,7 +37,7 @@ pub struct AddressVector {
 #[derive(Debug, Default)]
 struct Table {
     slots: Vec<Option<EpName>>,
-    by_addr: HashMap<SocketAddr, u64>,
+    by_addr: Map<SocketAddr, u64>,
 }
 
 /// The outcome of one batch insert: a handle (or [`ADDR_NOTAVAIL`]) per address, how many
@@ -78,7 +78,7 @@ impl AddressVector {
             av_type,
             table: RwLock::new(Table {
                 slots: Vec::with_capacity(count.min(1 << 16)),
-                by_addr: HashMap::new(),
+                by_addr: Map::default(),
             }),
         }))
     }

@@ -21,6 +21,7 @@ pub mod endpoint;
 pub mod error;
 pub mod fabric;
 mod ffi;
+mod hash;
 pub mod iface;
 pub mod info;
 pub mod log;

@@ -15,7 +15,9 @@ use crate::config::{Config, ConfigError};
 use crate::header::{Packet, MAX_HEADER_LEN};
 use crate::reassembly::Sink;
 use crate::seq::MsgId;
-use crate::session::{DropReason, Event, GatherTransmit, SendError, Session, SessionIds, Transmit};
+use crate::session::{
+    DropReason, Event, GatherTransmit, Refused, SendError, Session, SessionIds, Transmit,
+};
 
 /// Session ids are chosen by this side, so they need no defence against crafted collisions; a
 /// multiplicative hash spreads them well enough and keeps iteration order deterministic.
@@ -202,19 +204,24 @@ impl Endpoint {
         data: impl Into<Bytes>,
     ) -> Result<MsgId, SendError> {
         self.send_parts(local_id, now, Bytes::new(), data.into())
+            .map_err(|r| r.error)
     }
 
     /// Queues the message `head` then `body` on an open session, without joining them (see
-    /// [`Session::send_parts`]).
+    /// [`Session::send_parts`]); a refused message comes back with the reason.
     pub fn send_parts(
         &mut self,
         local_id: u32,
         now: Instant,
         head: Bytes,
         body: Bytes,
-    ) -> Result<MsgId, SendError> {
+    ) -> Result<MsgId, Refused> {
         let Some(e) = self.sessions.get_mut(&local_id) else {
-            return Err(SendError::PeerFailed);
+            return Err(Refused {
+                error: SendError::PeerFailed,
+                head,
+                body,
+            });
         };
         let r = e.session.send_parts(now, head, body);
         Self::touch(

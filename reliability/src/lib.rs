@@ -22,5 +22,7 @@ pub use config::{Config, ConfigError};
 pub use endpoint::{Endpoint, EndpointStats};
 pub use reassembly::{Delivery, Placement, Sink};
 pub use seq::{MsgId, MsgRange, Seq};
-pub use session::{DropReason, Event, GatherTransmit, SendError, Session, SessionIds, Transmit};
+pub use session::{
+    DropReason, Event, GatherTransmit, Refused, SendError, Session, SessionIds, Transmit,
+};
 pub use stats::{Memory, RttStats, Stats};

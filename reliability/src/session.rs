@@ -89,6 +89,15 @@ pub enum SendError {
     PeerFailed,
 }
 
+/// A message [`Session::send_parts`] did not take, handed back with the reason: the caller
+/// keeps its data without having to hold a second reference while the session may take it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub error: SendError,
+    pub head: Bytes,
+    pub body: Bytes,
+}
+
 /// Why a datagram (or its data part) was discarded. Each reason is also counted in [`Stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DropReason {
@@ -219,6 +228,7 @@ impl Session {
     /// [`Session::send_slice`] copies a borrowed slice.
     pub fn send(&mut self, now: Instant, data: impl Into<Bytes>) -> Result<MsgId, SendError> {
         self.send_parts(now, Bytes::new(), data.into())
+            .map_err(|r| r.error)
     }
 
     /// Queues the message `head` then `body` without joining them: for a caller that puts a
@@ -226,23 +236,21 @@ impl Session {
     /// from both in place (the first one gathers the end of `head` and the start of `body`);
     /// a message short enough to travel whole is joined, which copies at most
     /// `inline_limit` bytes.
-    pub fn send_parts(
-        &mut self,
-        now: Instant,
-        head: Bytes,
-        body: Bytes,
-    ) -> Result<MsgId, SendError> {
-        if self.failed {
-            return Err(SendError::PeerFailed);
-        }
+    pub fn send_parts(&mut self, now: Instant, head: Bytes, body: Bytes) -> Result<MsgId, Refused> {
         let len = head.len() + body.len();
-        if u32::try_from(len).is_err() {
-            return Err(SendError::TooLarge);
-        }
-        if !self.tx.has_room(&self.config, len) {
+        let error = if self.failed {
+            Some(SendError::PeerFailed)
+        } else if u32::try_from(len).is_err() {
+            Some(SendError::TooLarge)
+        } else if !self.tx.has_room(&self.config, len) {
             self.tx.blocked = true;
             self.stats.would_block += 1;
-            return Err(SendError::WouldBlock);
+            Some(SendError::WouldBlock)
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            return Err(Refused { error, head, body });
         }
         let (head, body) = if head.is_empty() || len > self.config.effective_inline_limit() {
             (head, body)

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use reliability::header::{Kind, Packet};
 use reliability::{
     Config, Delivery, Event, MsgId, Placement, SendError, Session, SessionIds, Sink,
@@ -223,6 +224,14 @@ fn would_block_then_writable() {
     assert_eq!(err, SendError::WouldBlock);
     assert!(sent >= 3);
     assert_eq!(a.stats().would_block, 1);
+    // A refused message comes back to its owner intact, both parts.
+    let refused = a
+        .send_parts(t0, Bytes::from_static(b"head"), Bytes::from(vec![7u8; 300]))
+        .unwrap_err();
+    assert_eq!(refused.error, SendError::WouldBlock);
+    assert_eq!(&refused.head[..], b"head");
+    assert_eq!(refused.body, vec![7u8; 300]);
+    assert_eq!(a.stats().would_block, 2);
     for d in drain(&mut a, t0) {
         b.handle_datagram(t0, &d, &mut Collect::default()).unwrap();
     }

@@ -19,7 +19,7 @@ mod driver;
 mod ops;
 mod wire;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -31,6 +31,7 @@ use crate::cq::Completion;
 use crate::diag;
 use crate::error::{Errno, Result};
 use crate::ffi::sys::*;
+use crate::hash::Map;
 use crate::info::INJECT_SIZE;
 use crate::matching::{
     Arrival, Context, Delivery, Header, Kind, Matcher, Peek, PeerId, Post, Protocol, RecvSpec,
@@ -95,9 +96,9 @@ struct State {
     pub min_multi_recv: usize,
     matcher: Matcher<Recv, Held>,
     next_id: u64,
-    roles: HashMap<u64, Role>,
-    sends: HashMap<u64, PendingSend>,
-    rndv: HashMap<u64, RndvRecv>,
+    roles: Map<u64, Role>,
+    sends: Map<u64, PendingSend>,
+    rndv: Map<u64, RndvRecv>,
     backlog: VecDeque<Outgoing>,
     chunks_inflight: usize,
     pub stats: Stats,
@@ -124,9 +125,9 @@ impl State {
             min_multi_recv: crate::endpoint::DEFAULT_MIN_MULTI_RECV,
             matcher: Matcher::default(),
             next_id: 1,
-            roles: HashMap::new(),
-            sends: HashMap::new(),
-            rndv: HashMap::new(),
+            roles: Map::default(),
+            sends: Map::default(),
+            rndv: Map::default(),
             backlog: VecDeque::new(),
             chunks_inflight: 0,
             stats: Stats::default(),

@@ -22,7 +22,9 @@ struct Seg {
 
 #[derive(Clone, Debug)]
 enum Backing {
-    /// The application's buffers, by address.
+    /// One application buffer, by address: the common case, which allocates nothing.
+    One(Seg),
+    /// The application's buffers (an iovec of several), by address.
     Raw(Arc<[Seg]>),
     /// Memory owned by the provider itself: tests of the safe layer.
     Owned(Arc<Mutex<Vec<u8>>>),
@@ -47,10 +49,10 @@ impl UserMem {
             return Err(Errno::INVAL);
         }
         Ok(UserMem {
-            backing: Backing::Raw(Arc::from([Seg {
+            backing: Backing::One(Seg {
                 addr: ptr as usize,
                 len,
-            }])),
+            }),
             base: 0,
             len,
         })
@@ -80,8 +82,12 @@ impl UserMem {
                 len: e.iov_len,
             });
         }
+        let backing = match segs[..] {
+            [one] => Backing::One(one),
+            _ => Backing::Raw(segs.into()),
+        };
         Ok(UserMem {
-            backing: Backing::Raw(segs.into()),
+            backing,
             base: 0,
             len,
         })
@@ -119,8 +125,8 @@ impl UserMem {
 
     /// The address of byte `offset`, as completions report a buffer (0 for owned memory).
     pub fn addr_at(&self, offset: usize) -> usize {
-        match &self.backing {
-            Backing::Raw(segs) => {
+        match self.segs() {
+            Some(segs) => {
                 let mut at = self.base + offset;
                 for s in segs.iter() {
                     if at < s.len || s.len == 0 && at == 0 {
@@ -130,7 +136,16 @@ impl UserMem {
                 }
                 segs.last().map_or(0, |s| s.addr + s.len)
             }
-            Backing::Owned(_) => 0,
+            None => 0,
+        }
+    }
+
+    /// The application's buffers, or `None` for memory of the provider's own.
+    fn segs(&self) -> Option<&[Seg]> {
+        match &self.backing {
+            Backing::One(s) => Some(std::slice::from_ref(s)),
+            Backing::Raw(segs) => Some(segs),
+            Backing::Owned(_) => None,
         }
     }
 
@@ -139,7 +154,7 @@ impl UserMem {
     fn for_pieces(&self, offset: usize, len: usize, mut f: impl FnMut(usize, usize, usize)) {
         let start = self.base + offset.min(self.len);
         let end = self.base + (offset.saturating_add(len)).min(self.len);
-        let Backing::Raw(segs) = &self.backing else {
+        let Some(segs) = self.segs() else {
             return;
         };
         let mut seg_start = 0usize;
@@ -162,7 +177,7 @@ impl UserMem {
     pub fn write_at(&self, offset: usize, data: &[u8]) -> usize {
         let n = data.len().min(self.len.saturating_sub(offset));
         match &self.backing {
-            Backing::Raw(_) => self.for_pieces(offset, n, |addr, rel, len| {
+            Backing::One(_) | Backing::Raw(_) => self.for_pieces(offset, n, |addr, rel, len| {
                 // SAFETY: the piece lies inside a buffer the application lent for this
                 // operation (from_raw/from_iov), and `rel + len <= n <= data.len()`.
                 unsafe {
@@ -181,9 +196,7 @@ impl UserMem {
     /// instead of copying it, when they lie in one contiguous piece of it. The caller keeps the
     /// `Bytes` no longer than the operation lasts (until its completion).
     pub fn lend(&self, offset: usize, len: usize) -> Option<Bytes> {
-        let Backing::Raw(_) = &self.backing else {
-            return None;
-        };
+        self.segs()?;
         let mut piece = None;
         let mut pieces = 0;
         self.for_pieces(offset, len, |addr, _, n| {
@@ -200,7 +213,7 @@ impl UserMem {
     pub fn read_into(&self, offset: usize, len: usize, out: &mut Vec<u8>) {
         let n = len.min(self.len.saturating_sub(offset));
         match &self.backing {
-            Backing::Raw(_) => self.for_pieces(offset, n, |addr, _, len| {
+            Backing::One(_) | Backing::Raw(_) => self.for_pieces(offset, n, |addr, _, len| {
                 // SAFETY: as in write_at; the application may not write the buffer meanwhile.
                 out.extend_from_slice(unsafe { std::slice::from_raw_parts(addr as *const u8, len) })
             }),

@@ -22,7 +22,6 @@
 
 mod account;
 mod arena;
-mod hash;
 mod matcher;
 mod multi;
 mod posted;

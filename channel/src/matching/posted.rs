@@ -8,9 +8,9 @@
 //! or once they pass the best sequence found so far.
 
 use super::arena::{Arena, List};
-use super::hash::{shrink, Map};
 use super::multi::MultiBuf;
 use super::types::{Context, Delivery, Header, PeerId, RecvSpec};
+use crate::hash::{shrink, Map};
 
 const LINK: usize = 0;
 

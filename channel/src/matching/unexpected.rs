@@ -11,8 +11,8 @@
 //! memory charge) until the claiming receive takes it.
 
 use super::arena::{Arena, List};
-use super::hash::{shrink, Map};
 use super::types::{Header, PeerId, Protocol, RecvSpec};
+use crate::hash::{shrink, Map};
 
 const ALL: usize = 0;
 const PEER: usize = 1;

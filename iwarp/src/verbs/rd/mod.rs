@@ -37,7 +37,7 @@ use super::rng::SplitMix64;
 use super::{AddressHandle, QpConfig, SendOpcode, SendWr, SendWrOwned, VerbsError, WcStatus};
 use crate::wire::datagram::{self, MAX_QPN};
 use crate::wire::rdmap::{Opcode, SegmentRepr};
-use peers::{Inflight, OutMsg, Peer};
+use peers::{OutMsg, Peer};
 use pool::BufPool;
 use ring::{RecvRing, RX_BATCH};
 pub use rx::RdReceiver;
@@ -175,17 +175,32 @@ impl RdPath {
         q: &mut WorkQueues,
         wr: &SendWr<'_>,
     ) -> Result<(), VerbsError> {
-        let (ah, header) = self.prepare(q, wr.opcode, wr.ah, wr.data.len())?;
-        let mut msg = self.pool.take(DDP_HEADER + wr.data.len());
+        self.post_copied(q, wr.wr_id, wr.opcode, wr.ah, wr.signaled, &[wr.data])
+    }
+
+    /// Posts the message `parts` joined, copied once behind its header.
+    fn post_copied(
+        &mut self,
+        q: &mut WorkQueues,
+        wr_id: u64,
+        opcode: SendOpcode,
+        ah: Option<AddressHandle>,
+        signaled: bool,
+        parts: &[&[u8]],
+    ) -> Result<(), VerbsError> {
+        let len = parts.iter().map(|p| p.len()).sum();
+        let (ah, header) = self.prepare(q, opcode, ah, len)?;
+        let mut msg = self.pool.take(DDP_HEADER + len);
         msg.extend_from_slice(&header);
-        msg.extend_from_slice(wr.data);
-        let data = Bytes::from(msg);
+        for p in parts {
+            msg.extend_from_slice(p);
+        }
         let out = OutMsg {
-            wr_id: wr.wr_id,
-            len: wr.data.len(),
-            signaled: wr.signaled,
+            wr_id,
+            len,
+            signaled,
             head: Bytes::new(),
-            data,
+            data: Bytes::from(msg),
             pooled: true,
         };
         self.enqueue(q, ah, out)
@@ -200,7 +215,7 @@ impl RdPath {
     ) -> Result<(), VerbsError> {
         if wr.data.len() <= OWNED_MIN {
             // Small: one buffer with the header in front costs less than two pieces.
-            return self.post_send(q, &wr.borrowed());
+            return self.post_copied(q, wr.wr_id, wr.opcode, wr.ah, wr.signaled, &[&wr.data]);
         }
         let (ah, header) = self.prepare(q, wr.opcode, wr.ah, wr.data.len())?;
         let out = OutMsg {
@@ -225,14 +240,8 @@ impl RdPath {
     ) -> Result<(), VerbsError> {
         let len = prefix.len() + wr.data.len();
         if len <= OWNED_MIN {
-            let mut joined = Vec::with_capacity(len);
-            joined.extend_from_slice(prefix);
-            joined.extend_from_slice(&wr.data);
-            let owned = SendWrOwned {
-                data: joined.into(),
-                ..wr
-            };
-            return self.post_send(q, &owned.borrowed());
+            let parts: [&[u8]; 2] = [prefix, &wr.data];
+            return self.post_copied(q, wr.wr_id, wr.opcode, wr.ah, wr.signaled, &parts);
         }
         let (ah, header) = self.prepare(q, wr.opcode, wr.ah, len)?;
         let mut head = Vec::with_capacity(DDP_HEADER + prefix.len());
@@ -299,13 +308,12 @@ impl RdPath {
         let p = self.peers.get_mut(&addr).expect("just ensured");
         match p.remote {
             Some(_) if p.waiting.is_empty() => {
-                match self
-                    .endpoint
-                    .send_parts(p.local_id, now, out.head.clone(), out.data.clone())
-                {
-                    Ok(msg) => p.inflight.push_back(Inflight::new(msg, &out)),
-                    Err(SendError::WouldBlock | SendError::PeerFailed) => p.waiting.push_back(out),
-                    Err(SendError::TooLarge) => {
+                match out.offer(&mut self.endpoint, p.local_id, now) {
+                    Ok(f) => p.inflight.push_back(f),
+                    Err((SendError::WouldBlock | SendError::PeerFailed, out)) => {
+                        p.waiting.push_back(out)
+                    }
+                    Err((SendError::TooLarge, out)) => {
                         q.unreserve_send();
                         return Err(VerbsError::MessageTooLarge {
                             len: out.len,
@@ -590,18 +598,14 @@ impl RdPath {
             if p.remote.is_none() {
                 continue;
             }
-            while let Some(m) = p.waiting.front() {
-                match self
-                    .endpoint
-                    .send_parts(p.local_id, now, m.head.clone(), m.data.clone())
-                {
-                    Ok(msg) => {
-                        let m = p.waiting.pop_front().expect("front");
-                        p.inflight.push_back(Inflight::new(msg, &m));
+            while let Some(m) = p.waiting.pop_front() {
+                match m.offer(&mut self.endpoint, p.local_id, now) {
+                    Ok(f) => p.inflight.push_back(f),
+                    Err((SendError::WouldBlock | SendError::PeerFailed, m)) => {
+                        p.waiting.push_front(m);
+                        break;
                     }
-                    Err(SendError::WouldBlock | SendError::PeerFailed) => break,
-                    Err(SendError::TooLarge) => {
-                        let m = p.waiting.pop_front().expect("front");
+                    Err((SendError::TooLarge, m)) => {
                         q.send_failed(m.wr_id, m.len, WcStatus::TransportError);
                     }
                 }

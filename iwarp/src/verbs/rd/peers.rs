@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use nix::sys::socket::SockaddrStorage;
-use reliability::{MsgId, SessionIds};
+use reliability::{MsgId, SendError, SessionIds};
 
 use super::hello::{Hello, HelloKind};
 use super::rx::PeerRx;
@@ -40,14 +40,44 @@ pub(super) struct Inflight {
     pub(super) pooled: Option<Bytes>,
 }
 
-impl Inflight {
-    pub(super) fn new(msg: MsgId, m: &OutMsg) -> Inflight {
-        Inflight {
-            msg,
-            wr_id: m.wr_id,
-            len: m.len,
-            signaled: m.signaled,
-            pooled: (m.pooled && super::pool::worth_pooling(m.data.len())).then(|| m.data.clone()),
+impl OutMsg {
+    /// Hands the message to the engine; a refused one comes back whole, with the reason.
+    pub(super) fn offer(
+        self,
+        engine: &mut reliability::Endpoint,
+        local_id: u32,
+        now: Instant,
+    ) -> Result<Inflight, (SendError, OutMsg)> {
+        // Only a buffer worth reusing is kept: the first clone of a fresh `Bytes` allocates.
+        let keep =
+            (self.pooled && super::pool::worth_pooling(self.data.len())).then(|| self.data.clone());
+        let OutMsg {
+            wr_id,
+            len,
+            signaled,
+            head,
+            data,
+            pooled,
+        } = self;
+        match engine.send_parts(local_id, now, head, data) {
+            Ok(msg) => Ok(Inflight {
+                msg,
+                wr_id,
+                len,
+                signaled,
+                pooled: keep,
+            }),
+            Err(r) => Err((
+                r.error,
+                OutMsg {
+                    wr_id,
+                    len,
+                    signaled,
+                    head: r.head,
+                    data: r.body,
+                    pooled,
+                },
+            )),
         }
     }
 }

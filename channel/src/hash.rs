@@ -1,27 +1,29 @@
-//! The hasher behind the matching buckets.
+//! The hasher behind every hot map of the provider: matching buckets, the data path's
+//! operations in flight, the address vector's reverse map.
 //!
 //! hashbrown is built without its default hasher (as in `reliability`), so the lock file stays
-//! as it is and bucket placement is the same on every run. Keys are a peer index and a tag;
-//! MPI libraries put the communicator in the tag's high bits, so the finish step must spread
-//! high bits into the low ones that pick a bucket.
+//! as it is and bucket placement is the same on every run; std's SipHash costs more than the
+//! rest of a small message's handling. Keys are peer indices, (peer, tag) pairs, operation ids
+//! and socket addresses; MPI libraries put the communicator in the tag's high bits, so the
+//! finish step must spread high bits into the low ones that pick a bucket.
 
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use hashbrown::HashMap;
 
-/// A map keyed by peers or (peer, tag) pairs.
-pub(super) type Map<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
+/// A map keyed by peers, (peer, tag) pairs, ids or addresses.
+pub(crate) type Map<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
 
 /// Empty lists are removed as they empty; this gives the table's memory back too once most of
 /// it is unused, at amortised O(1) cost, so memory follows what is queued.
-pub(super) fn shrink<K: Eq + Hash, V>(map: &mut Map<K, V>) {
+pub(crate) fn shrink<K: Eq + Hash, V>(map: &mut Map<K, V>) {
     if map.capacity() > 64 && map.len() * 4 < map.capacity() {
         map.shrink_to(map.len() * 2);
     }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct KeyHasher(u64);
+pub(crate) struct KeyHasher(u64);
 
 impl KeyHasher {
     fn mix(&mut self, word: u64) {
