@@ -234,6 +234,12 @@ impl Endpoint {
         Ticker { stop, thread }
     }
 
+    /// The data path, for tests that steer it by hand.
+    #[cfg(test)]
+    pub(crate) fn with_data<R>(&self, f: impl FnOnce(&mut DataPath) -> R) -> R {
+        f(&mut self.data.lock())
+    }
+
     fn data_op<T>(&self, f: impl FnOnce(&mut DataPath) -> Result<T>) -> Result<T> {
         if !self.is_enabled() {
             return Err(Errno::OPBADSTATE);

@@ -39,9 +39,14 @@ mod testutil {
 
     /// A domain whose endpoints bind to loopback.
     pub fn domain() -> Arc<Domain> {
+        domain_with(Config::default())
+    }
+
+    /// As [`domain`], with the rest of `config`.
+    pub fn domain_with(config: Config) -> Arc<Domain> {
         let config = Config {
             iface: Some("127.0.0.1".into()),
-            ..Config::default()
+            ..config
         };
         let fabric = Fabric::open(FABRIC_NAME, config).unwrap();
         let v = fi_version(1, 17);

@@ -56,7 +56,7 @@ impl DataPath {
         let eager = config.eager_size.min(EAGER_MAX);
         Ok(DataPath {
             qp,
-            st: State::new(*name, eager),
+            st: State::new(*name, eager, config.peer_timeout),
             wcs: Vec::with_capacity(POLL_BATCH),
         })
     }
@@ -194,6 +194,17 @@ impl DataPath {
             }
         }
         self.wcs = wcs;
+        if !self.st.rndv.is_empty() {
+            self.st.expire_stalled(Instant::now());
+        }
+    }
+
+    /// Rendezvous receives waiting for their data, and a way to look at them from later.
+    #[cfg(test)]
+    pub(crate) fn expire_rendezvous_at(&mut self, now: Instant) -> usize {
+        let before = self.st.rndv.len();
+        self.st.expire_stalled(now);
+        before
     }
 
     /// Nothing of ours is waiting for the peer: every send is acknowledged.

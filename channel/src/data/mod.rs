@@ -22,6 +22,7 @@ mod wire;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use iwarp::verbs::{AddressHandle, RdReceiver};
 
@@ -73,6 +74,8 @@ pub struct Stats {
     pub stray: u64,
     pub oversized: u64,
     pub failed_sends: u64,
+    /// Rendezvous receives failed because their sender went silent.
+    pub failed_recvs: u64,
 }
 
 /// What the data path holds, for FI_DIWARP_MEM_REPORT.
@@ -99,6 +102,8 @@ struct State {
     roles: Map<u64, Role>,
     sends: Map<u64, PendingSend>,
     rndv: Map<u64, RndvRecv>,
+    /// How long a rendezvous receive may go without hearing from its sender.
+    stall_limit: Duration,
     backlog: VecDeque<Outgoing>,
     chunks_inflight: usize,
     pub stats: Stats,
@@ -115,7 +120,7 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
-    fn new(name: EpName, eager: usize) -> State {
+    fn new(name: EpName, eager: usize, stall_limit: Duration) -> State {
         State {
             name,
             eager,
@@ -128,6 +133,7 @@ impl State {
             roles: Map::default(),
             sends: Map::default(),
             rndv: Map::default(),
+            stall_limit,
             backlog: VecDeque::new(),
             chunks_inflight: 0,
             stats: Stats::default(),
@@ -241,6 +247,12 @@ impl State {
                 let _ = send;
                 return;
             }
+            Role::Cts { recv } => {
+                if !ok {
+                    self.fail_rndv(recv, "the sender did not acknowledge the clear-to-send");
+                }
+                return;
+            }
             Role::Chunk { send } => {
                 self.chunks_inflight -= 1;
                 send
@@ -313,11 +325,50 @@ impl State {
     fn send_cts(&mut self, to: AddressHandle, handle: u64, recv_id: u64, wanted: usize) {
         let mut bytes = Vec::with_capacity(wire::CTS_HEADER);
         wire::cts(&mut bytes, self.name.qpn, handle, recv_id, wanted as u64);
+        let role = if wanted == 0 {
+            Role::Free
+        } else {
+            Role::Cts { recv: recv_id }
+        };
         self.submit(Outgoing::Message {
             to,
             bytes: bytes.into(),
-            role: Role::Free,
+            role,
         });
+    }
+
+    /// Fails rendezvous receive `recv_id` (its sender is gone) with FI_EIO; the bytes that
+    /// came are reported as the length. Chunks still arriving for it are counted as stray.
+    fn fail_rndv(&mut self, recv_id: u64, why: &str) {
+        let Some(r) = self.rndv.remove(&recv_id) else {
+            return;
+        };
+        self.stats.failed_recvs += 1;
+        diag!(Warn, EpData, "receive from {} failed: {why}", r.from);
+        let d = &r.delivery;
+        let c = self.recv_completion(
+            r.kind,
+            d.context,
+            &d.header,
+            r.got,
+            d.recv.mem.addr_at(d.offset),
+        );
+        self.out.recv_failed(c, Errno(FI_EIO as u32), 0);
+    }
+
+    /// Fails the rendezvous receives that heard nothing from their sender for longer than
+    /// the peer timeout.
+    fn expire_stalled(&mut self, now: Instant) {
+        let limit = self.stall_limit;
+        let stalled: Vec<u64> = self
+            .rndv
+            .iter()
+            .filter(|(_, r)| now.saturating_duration_since(r.last) > limit)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in stalled {
+            self.fail_rndv(id, "the sender went silent (FI_DIWARP_PEER_TIMEOUT_MS)");
+        }
     }
 
     // ---- receives -----------------------------------------------------------------------
@@ -520,6 +571,7 @@ impl State {
                 delivery: d,
                 from: from.addr,
                 got: 0,
+                last: Instant::now(),
             },
         );
     }
@@ -601,6 +653,7 @@ impl State {
         }
         d.recv.mem.write_at(d.offset + offset as usize, payload);
         r.got += payload.len();
+        r.last = Instant::now();
         if r.got >= d.placed {
             let r = self.rndv.remove(&recv_id).expect("present");
             self.finish_recv(r.kind, &r.delivery);

@@ -1,6 +1,7 @@
 //! The records the data path keeps per operation.
 
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use iwarp::verbs::AddressHandle;
 
@@ -75,6 +76,9 @@ pub struct RndvRecv {
     pub delivery: Delivery<Recv>,
     pub from: SocketAddr,
     pub got: usize,
+    /// When the CTS left or the last chunk came: a receive silent past the peer timeout
+    /// fails instead of waiting forever for a sender that is gone.
+    pub last: Instant,
 }
 
 /// What a queue-pair send work request carries, found again by its `wr_id` on completion.
@@ -86,6 +90,8 @@ pub enum Role {
     Chunk { send: u64 },
     /// A rendezvous request: an error fails send `send`, success means nothing yet.
     Rts { send: u64 },
+    /// A clear-to-send: an error (the sender is gone) fails rendezvous receive `recv`.
+    Cts { recv: u64 },
     /// Control traffic and injects: nothing waits on it.
     Free,
 }

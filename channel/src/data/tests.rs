@@ -10,7 +10,8 @@ use crate::av::AddressVector;
 use crate::cq::{CompletionError, CompletionQueue};
 use crate::endpoint::{Bind, Endpoint};
 use crate::ffi::mem::UserMem;
-use crate::testutil::domain;
+use crate::params::Config;
+use crate::testutil::domain_with;
 
 struct Side {
     ep: Arc<Endpoint>,
@@ -19,7 +20,11 @@ struct Side {
 
 /// Two enabled endpoints whose AVs hold both names: handle 0 is A, 1 is B.
 fn pair() -> (Side, Side) {
-    let d = domain();
+    pair_with(Config::default())
+}
+
+fn pair_with(config: Config) -> (Side, Side) {
+    let d = domain_with(config);
     let v = crate::info::fi_version(1, 17);
     let mk = || {
         let ep = Endpoint::open(&d, v, &d.info.clone()).unwrap();
@@ -267,4 +272,74 @@ fn malformed_messages_are_counted_and_dropped() {
     send(&a, 1, Kind::Msg, 0, pattern(5, 4), 2);
     assert_eq!(ok(next(&b, &a)).len, 5);
     assert!(*buf.lock() == pattern(5, 4));
+}
+
+/// Polls `s` until its data path holds `n` rendezvous receives waiting for data.
+fn wait_rendezvous(s: &Side, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.ep.with_data(|d| d.expire_rendezvous_at(Instant::now())) != n {
+        let _ = s.cq.read(0, |_, _| ());
+        assert!(Instant::now() < deadline, "no rendezvous under way");
+    }
+}
+
+fn expect_eio(s: &Side, other: &Side, ctx: usize) {
+    match next(s, other) {
+        Got::Err(e) => {
+            assert_eq!(e.err, Errno(FI_EIO as u32), "{e:?}");
+            assert_eq!(e.completion.op_context, ctx);
+            assert_eq!(e.completion.tag, 9);
+        }
+        Got::Ok(c) => panic!("the receive completed: {c:?}"),
+    }
+}
+
+#[test]
+fn rendezvous_receive_fails_when_its_sender_is_gone_before_the_cts() {
+    let cfg = Config {
+        peer_timeout: Duration::from_millis(300),
+        ..Config::default()
+    };
+    let (a, b) = pair_with(cfg);
+    send(&a, 1, Kind::Tagged, 9, pattern(1 << 20, 3), 1);
+    // The RTS is acknowledged (B holds it as unexpected); then A goes away.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.ep.with_data(|d| d.idle()) {
+        let _ = b.cq.read(0, |_, _| ());
+        let _ = a.cq.read(0, |_, _| ());
+        assert!(Instant::now() < deadline, "the RTS was never acknowledged");
+    }
+    a.ep.shutdown();
+    drop(a);
+    // B matches the RTS and sends its CTS to a closed port: the CTS is never acknowledged,
+    // the queue pair gives up after the peer timeout, and the receive fails instead of waiting.
+    let started = Instant::now();
+    let _buf = recv(&b, 0, Kind::Tagged, 9, 1 << 20, 42);
+    expect_eio(&b, &b, 42);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(b.ep.data_stats().failed_recvs, 1);
+}
+
+#[test]
+fn rendezvous_receive_fails_when_its_sender_goes_silent() {
+    let (a, b) = pair();
+    let _buf = recv(&b, 0, Kind::Tagged, 9, 5 << 20, 42);
+    send(&a, 1, Kind::Tagged, 9, pattern(5 << 20, 5), 1);
+    wait_rendezvous(&b, 1);
+    // Nothing for longer than the peer timeout (30 s by default), seen from 31 s later.
+    let later = Instant::now() + Duration::from_secs(31);
+    assert_eq!(b.ep.with_data(|d| d.expire_rendezvous_at(later)), 1);
+    assert_eq!(b.ep.with_data(|d| d.expire_rendezvous_at(later)), 0);
+    expect_eio(&b, &a, 42);
+    assert_eq!(b.ep.data_stats().failed_recvs, 1);
+    // A receive that hears from its sender in time is not touched.
+    let buf = recv(&b, 0, Kind::Tagged, 9, 5 << 20, 43);
+    send(&a, 1, Kind::Tagged, 9, pattern(5 << 20, 6), 2);
+    let c = ok(next(&b, &a));
+    assert_eq!((c.op_context, c.len), (43, 5 << 20));
+    assert!(*buf.lock() == pattern(5 << 20, 6));
 }
