@@ -158,6 +158,12 @@ impl DataPath {
         let posted = self.qp.post_send_prefixed(wr, &prefix);
         match posted {
             Ok(()) => {
+                if let Role::Cts { recv } = role {
+                    // The CTS may have waited behind our own sends: the sender's clock starts now.
+                    if let Some(r) = self.st.rndv.get_mut(&recv) {
+                        r.last = Instant::now();
+                    }
+                }
                 self.st.roles.insert(wr_id, role);
             }
             Err(e) => {
@@ -194,9 +200,14 @@ impl DataPath {
             }
         }
         self.wcs = wcs;
-        if !self.st.rndv.is_empty() {
+        if !self.st.rndv.is_empty() || !self.st.heard.is_empty() {
             self.st.expire_stalled(Instant::now());
         }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_stall_limit(&mut self, limit: std::time::Duration) {
+        self.st.stall_limit = limit;
     }
 
     /// Rendezvous receives waiting for their data, and a way to look at them from later.

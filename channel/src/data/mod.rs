@@ -104,6 +104,8 @@ struct State {
     rndv: Map<u64, RndvRecv>,
     /// How long a rendezvous receive may go without hearing from its sender.
     stall_limit: Duration,
+    /// When each sender was last heard from, while rendezvous receives wait.
+    heard: Map<SocketAddr, Instant>,
     backlog: VecDeque<Outgoing>,
     chunks_inflight: usize,
     pub stats: Stats,
@@ -134,6 +136,7 @@ impl State {
             sends: Map::default(),
             rndv: Map::default(),
             stall_limit,
+            heard: Map::default(),
             backlog: VecDeque::new(),
             chunks_inflight: 0,
             stats: Stats::default(),
@@ -337,8 +340,9 @@ impl State {
         });
     }
 
-    /// Fails rendezvous receive `recv_id` (its sender is gone) with FI_EIO; the bytes that
-    /// came are reported as the length. Chunks still arriving for it are counted as stray.
+    /// Fails rendezvous receive `recv_id` (its sender is gone) with FI_EIO and length 0 (the
+    /// chunks that came need not be the buffer's first bytes). Chunks still arriving for it
+    /// are counted as stray.
     fn fail_rndv(&mut self, recv_id: u64, why: &str) {
         let Some(r) = self.rndv.remove(&recv_id) else {
             return;
@@ -346,24 +350,43 @@ impl State {
         self.stats.failed_recvs += 1;
         diag!(Warn, EpData, "receive from {} failed: {why}", r.from);
         let d = &r.delivery;
-        let c = self.recv_completion(
+        let mut c = self.recv_completion(
             r.kind,
             d.context,
             &d.header,
-            r.got,
+            0,
             d.recv.mem.addr_at(d.offset),
         );
+        if d.released {
+            c.flags |= FI_MULTI_RECV;
+        }
         self.out.recv_failed(c, Errno(FI_EIO as u32), 0);
+    }
+
+    /// Anything from `src` shows it alive: its rendezvous receives here may be waiting behind
+    /// its other transfers to us, which it sends first. Kept only while receives wait.
+    fn heard_from(&mut self, src: SocketAddr) {
+        if !self.rndv.is_empty() {
+            self.heard.insert(src, Instant::now());
+        }
     }
 
     /// Fails the rendezvous receives that heard nothing from their sender for longer than
     /// the peer timeout.
     fn expire_stalled(&mut self, now: Instant) {
+        if self.rndv.is_empty() {
+            self.heard.clear();
+            return;
+        }
         let limit = self.stall_limit;
+        let heard = &self.heard;
         let stalled: Vec<u64> = self
             .rndv
             .iter()
-            .filter(|(_, r)| now.saturating_duration_since(r.last) > limit)
+            .filter(|(_, r)| {
+                let last = heard.get(&r.from).map_or(r.last, |&h| h.max(r.last));
+                now.saturating_duration_since(last) > limit
+            })
             .map(|(&id, _)| id)
             .collect();
         for id in stalled {
@@ -579,6 +602,7 @@ impl State {
     // ---- arrivals -----------------------------------------------------------------------
 
     fn handle_message(&mut self, src: SocketAddr, bytes: &[u8]) {
+        self.heard_from(src);
         let (qpn, msg) = match wire::parse(bytes) {
             Ok(m) => m,
             Err(e) => {
@@ -653,7 +677,6 @@ impl State {
         }
         d.recv.mem.write_at(d.offset + offset as usize, payload);
         r.got += payload.len();
-        r.last = Instant::now();
         if r.got >= d.placed {
             let r = self.rndv.remove(&recv_id).expect("present");
             self.finish_recv(r.kind, &r.delivery);

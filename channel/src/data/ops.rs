@@ -76,8 +76,8 @@ pub struct RndvRecv {
     pub delivery: Delivery<Recv>,
     pub from: SocketAddr,
     pub got: usize,
-    /// When the CTS left or the last chunk came: a receive silent past the peer timeout
-    /// fails instead of waiting forever for a sender that is gone.
+    /// When the CTS was posted: a receive that hears nothing from its sender for the peer
+    /// timeout after this fails instead of waiting forever for a sender that is gone.
     pub last: Instant,
 }
 

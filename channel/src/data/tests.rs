@@ -343,3 +343,29 @@ fn rendezvous_receive_fails_when_its_sender_goes_silent() {
     assert_eq!((c.op_context, c.len), (43, 5 << 20));
     assert!(*buf.lock() == pattern(5 << 20, 6));
 }
+
+#[test]
+fn a_receive_waiting_behind_its_senders_other_transfer_is_not_failed() {
+    // A's chunks leave in posting order: the second message's receive hears nothing of its
+    // own until the first, much larger one is through, but it hears A all along.
+    let (a, b) = pair();
+    let limit = Duration::from_millis(50);
+    b.ep.with_data(|d| d.set_stall_limit(limit));
+    let big = 256 << 20;
+    let first = recv(&b, 0, Kind::Tagged, 1, big, 41);
+    let second = recv(&b, 0, Kind::Tagged, 2, 1 << 20, 42);
+    let (p1, p2) = (pattern(big, 1), pattern(1 << 20, 2));
+    let started = Instant::now();
+    send(&a, 1, Kind::Tagged, 1, p1, 1);
+    send(&a, 1, Kind::Tagged, 2, p2, 2);
+    let c = ok(next(&b, &a));
+    assert_eq!((c.op_context, c.len), (41, big));
+    let took = started.elapsed();
+    let c = ok(next(&b, &a));
+    assert_eq!((c.op_context, c.len), (42, 1 << 20));
+    assert!(*first.lock() == pattern(big, 1));
+    assert!(*second.lock() == pattern(1 << 20, 2));
+    assert_eq!(b.ep.data_stats().failed_recvs, 0);
+    // The test means something only if the second receive waited longer than the limit.
+    assert!(took > limit, "the first transfer took only {took:?}");
+}
