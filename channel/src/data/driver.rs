@@ -203,6 +203,10 @@ impl DataPath {
         if !self.st.rndv.is_empty() || !self.st.heard.is_empty() {
             self.st.expire_stalled(Instant::now());
         }
+        if !self.st.sends.is_empty() {
+            self.st.ping_peers(Instant::now());
+            self.flush_backlog();
+        }
     }
 
     #[cfg(test)]

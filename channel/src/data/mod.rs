@@ -106,6 +106,8 @@ struct State {
     stall_limit: Duration,
     /// When each sender was last heard from, while rendezvous receives wait.
     heard: Map<SocketAddr, Instant>,
+    /// When the peers of waiting rendezvous sends are probed next (`ping_peers`).
+    next_ping: Instant,
     backlog: VecDeque<Outgoing>,
     chunks_inflight: usize,
     pub stats: Stats,
@@ -137,6 +139,7 @@ impl State {
             rndv: Map::default(),
             stall_limit,
             heard: Map::default(),
+            next_ping: Instant::now(),
             backlog: VecDeque::new(),
             chunks_inflight: 0,
             stats: Stats::default(),
@@ -256,6 +259,12 @@ impl State {
                 }
                 return;
             }
+            Role::Ping { peer } => {
+                if !ok {
+                    self.fail_sends_to(peer);
+                }
+                return;
+            }
             Role::Chunk { send } => {
                 self.chunks_inflight -= 1;
                 send
@@ -338,6 +347,55 @@ impl State {
             bytes: bytes.into(),
             role,
         });
+    }
+
+    /// Fails every send to `peer` with FI_EIO: it did not acknowledge a probe.
+    fn fail_sends_to(&mut self, peer: SocketAddr) {
+        let ids: Vec<u64> = self
+            .sends
+            .iter()
+            .filter(|(_, s)| s.to.addr == peer)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            if let Some(s) = self.sends.remove(&id) {
+                self.stats.failed_sends += 1;
+                diag!(Warn, EpData, "send to {peer} failed: the peer is gone");
+                self.out.send_failed(
+                    send_completion(s.kind, s.context, s.len),
+                    Errno(FI_EIO as u32),
+                );
+            }
+        }
+    }
+
+    /// A rendezvous send waits for a clear-to-send or for its chunks, and the engine hears
+    /// nothing of a peer it owes nothing: every so often each peer with such a send gets a
+    /// PING, which its engine acknowledges. A peer that is gone fails the PING, and with it
+    /// the sends (a receiver that merely has not posted its receive yet acknowledges it). The
+    /// PING also tells the peer's receives from us that we are alive.
+    fn ping_peers(&mut self, now: Instant) {
+        if now < self.next_ping {
+            return;
+        }
+        self.next_ping = now + self.stall_limit / 4;
+        let mut peers: Vec<AddressHandle> = self
+            .sends
+            .values()
+            .filter(|s| s.mem.is_some())
+            .map(|s| s.to)
+            .collect();
+        peers.sort_unstable_by_key(|a| (a.addr, a.qpn));
+        peers.dedup();
+        for to in peers {
+            let mut bytes = Vec::with_capacity(wire::PING_LEN);
+            wire::ping(&mut bytes, self.name.qpn);
+            self.submit(Outgoing::Message {
+                to,
+                bytes: bytes.into(),
+                role: Role::Ping { peer: to.addr },
+            });
+        }
     }
 
     /// Fails rendezvous receive `recv_id` (its sender is gone) with FI_EIO and length 0 (the
@@ -658,6 +716,8 @@ impl State {
                 offset,
                 payload,
             } => self.on_data(src, recv_id, offset, payload),
+            // Its work was done: the engine acknowledged it, `heard_from` noted the sender.
+            Msg::Ping => {}
         }
     }
 

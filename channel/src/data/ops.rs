@@ -92,6 +92,8 @@ pub enum Role {
     Rts { send: u64 },
     /// A clear-to-send: an error (the sender is gone) fails rendezvous receive `recv`.
     Cts { recv: u64 },
+    /// A liveness probe: an error (the peer is gone) fails every send to `peer`.
+    Ping { peer: SocketAddr },
     /// Control traffic and injects: nothing waits on it.
     Free,
 }

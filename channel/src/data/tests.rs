@@ -369,3 +369,47 @@ fn a_receive_waiting_behind_its_senders_other_transfer_is_not_failed() {
     // The test means something only if the second receive waited longer than the limit.
     assert!(took > limit, "the first transfer took only {took:?}");
 }
+
+#[test]
+fn rendezvous_send_waits_for_a_live_receiver_and_fails_when_it_is_gone() {
+    let cfg = Config {
+        peer_timeout: Duration::from_millis(300),
+        ..Config::default()
+    };
+    let (a, b) = pair_with(cfg);
+    send(&a, 1, Kind::Tagged, 9, pattern(1 << 20, 7), 5);
+    // B has not posted a receive: A keeps waiting (its probes are acknowledged) for three
+    // peer timeouts without an error.
+    let until = Instant::now() + Duration::from_millis(900);
+    while Instant::now() < until {
+        match a.cq.read(1, |_, c| panic!("completion {c:?}")) {
+            Err(e) if e.0 == FI_EAVAIL => {
+                panic!("the send failed while B was alive: {:?}", a.cq.read_err())
+            }
+            _ => {}
+        }
+        let _ = b.cq.read(0, |_, _| ());
+    }
+    assert_eq!(a.ep.data_stats().failed_sends, 0);
+    // Now B goes away without ever posting it: the send fails instead of waiting forever.
+    b.ep.shutdown();
+    drop(b);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(10);
+    let err = loop {
+        if let Err(e) = a.cq.read(1, |_, c| panic!("completion {c:?}")) {
+            if e.0 == FI_EAVAIL {
+                break a.cq.read_err().unwrap();
+            }
+        }
+        assert!(Instant::now() < deadline, "the send never failed");
+    };
+    assert_eq!(err.err, Errno(FI_EIO as u32));
+    assert_eq!(err.completion.op_context, 5);
+    assert_eq!(a.ep.data_stats().failed_sends, 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -10,6 +10,7 @@
 //! EAGER, RTS  tag u64 | cq data u64 | length u64 | handle u64 (RTS; EAGER 0)   payload (EAGER)
 //! CTS         handle u64 | receive id u64 | wanted u64
 //! DATA        receive id u64 | offset u64                                    payload
+//! PING        (nothing: asks the engine for an acknowledgement, see `State::ping_peers`)
 //! ```
 
 use crate::matching::Kind;
@@ -18,6 +19,7 @@ const EAGER: u8 = 1;
 const RTS: u8 = 2;
 const CTS: u8 = 3;
 const DATA: u8 = 4;
+const PING: u8 = 5;
 
 const F_TAGGED: u8 = 1;
 const F_CQ_DATA: u8 = 2;
@@ -28,6 +30,8 @@ pub const MATCH_HEADER: usize = 40;
 pub const CTS_HEADER: usize = 32;
 /// Header bytes of DATA.
 pub const DATA_HEADER: usize = 24;
+/// Bytes of a PING.
+pub const PING_LEN: usize = 8;
 
 /// Matching data of an EAGER or RTS message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +63,7 @@ pub enum Msg<'a> {
         offset: u64,
         payload: &'a [u8],
     },
+    Ping,
 }
 
 /// Why a message was dropped (each is counted).
@@ -127,6 +132,11 @@ pub fn data(out: &mut Vec<u8>, qpn: u32, recv_id: u64, offset: u64) {
     put(out, qpn, DATA, 0, &[recv_id, offset]);
 }
 
+/// Appends a PING.
+pub fn ping(out: &mut Vec<u8>, qpn: u32) {
+    put(out, qpn, PING, 0, &[]);
+}
+
 /// Whether a message is a rendezvous chunk (which may be placed out of turn).
 pub fn is_data(b: &[u8]) -> bool {
     b.first() == Some(&DATA)
@@ -146,6 +156,7 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
         EAGER | RTS => MATCH_HEADER,
         CTS => CTS_HEADER,
         DATA => DATA_HEADER,
+        PING => PING_LEN,
         _ => return Err(WireError::Op(op)),
     };
     if b.len() < need {
@@ -201,6 +212,12 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
                     recv_id: u64_at(b, 16),
                     wanted: u64_at(b, 24),
                 }
+            }
+            PING => {
+                if b.len() != PING_LEN {
+                    return Err(WireError::Short);
+                }
+                Msg::Ping
             }
             _ => Msg::Data {
                 recv_id: u64_at(b, 8),
@@ -279,6 +296,12 @@ mod tests {
                 payload: &[9]
             })
         );
+        b.clear();
+        ping(&mut b, 4);
+        assert_eq!(b.len(), PING_LEN);
+        assert_eq!(parse(&b), Ok((4, Msg::Ping)));
+        b.push(0);
+        assert_eq!(parse(&b).err(), Some(WireError::Short));
     }
 
     #[test]
