@@ -200,11 +200,8 @@ impl DataPath {
             }
         }
         self.wcs = wcs;
-        if !self.st.rndv.is_empty() || !self.st.heard.is_empty() {
-            self.st.expire_stalled(Instant::now());
-        }
-        if !self.st.sends.is_empty() {
-            self.st.ping_peers(Instant::now());
+        if !self.st.rndv.is_empty() || !self.st.heard.is_empty() || !self.st.sends.is_empty() {
+            self.st.timers(Instant::now());
             self.flush_backlog();
         }
     }
@@ -212,6 +209,7 @@ impl DataPath {
     #[cfg(test)]
     pub(crate) fn set_stall_limit(&mut self, limit: std::time::Duration) {
         self.st.stall_limit = limit;
+        self.st.next_check = Instant::now();
     }
 
     /// Rendezvous receives waiting for their data, and a way to look at them from later.

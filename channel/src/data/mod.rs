@@ -106,8 +106,8 @@ struct State {
     stall_limit: Duration,
     /// When each sender was last heard from, while rendezvous receives wait.
     heard: Map<SocketAddr, Instant>,
-    /// When the peers of waiting rendezvous sends are probed next (`ping_peers`).
-    next_ping: Instant,
+    /// When the rendezvous timers (`timers`) next look at the receives and sends.
+    next_check: Instant,
     backlog: VecDeque<Outgoing>,
     chunks_inflight: usize,
     pub stats: Stats,
@@ -139,7 +139,7 @@ impl State {
             rndv: Map::default(),
             stall_limit,
             heard: Map::default(),
-            next_ping: Instant::now(),
+            next_check: Instant::now(),
             backlog: VecDeque::new(),
             chunks_inflight: 0,
             stats: Stats::default(),
@@ -374,11 +374,7 @@ impl State {
     /// PING, which its engine acknowledges. A peer that is gone fails the PING, and with it
     /// the sends (a receiver that merely has not posted its receive yet acknowledges it). The
     /// PING also tells the peer's receives from us that we are alive.
-    fn ping_peers(&mut self, now: Instant) {
-        if now < self.next_ping {
-            return;
-        }
-        self.next_ping = now + self.stall_limit / 4;
+    fn ping_peers(&mut self) {
         let mut peers: Vec<AddressHandle> = self
             .sends
             .values()
@@ -426,6 +422,20 @@ impl State {
     fn heard_from(&mut self, src: SocketAddr) {
         if !self.rndv.is_empty() {
             self.heard.insert(src, Instant::now());
+        }
+    }
+
+    /// The rendezvous timers, every quarter of the peer timeout (so a silent sender fails its
+    /// receives after 1 to 1.25 peer timeouts): stalled receives expire, waiting sends probe
+    /// their peers. Between checks a poll pays one comparison.
+    fn timers(&mut self, now: Instant) {
+        if now < self.next_check {
+            return;
+        }
+        self.next_check = now + self.stall_limit / 4;
+        self.expire_stalled(now);
+        if !self.sends.is_empty() {
+            self.ping_peers();
         }
     }
 
