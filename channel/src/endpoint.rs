@@ -71,6 +71,11 @@ pub struct Endpoint {
     enabled: AtomicBool,
     /// Progress calls the application made; the thread stays out of its way while this moves.
     polls: AtomicU64,
+    /// The data path's socket (a second descriptor of it), for the progress thread to wait on
+    /// while the application computes; taken when the thread starts.
+    arrivals: Mutex<Option<UdpSocket>>,
+    /// [`TICK`], in microseconds; tests stretch it to show what wakes the thread.
+    tick_us: AtomicU64,
 }
 
 /// The progress thread wakes at least this often while the application does not poll, so
@@ -108,6 +113,8 @@ impl Endpoint {
             tcp_port: 0,
             nonce: RandomState::new().hash_one((std::process::id(), port)),
         };
+        // Without the second descriptor the thread still runs, on its timers alone.
+        let arrivals = socket.try_clone().ok();
         let data = DataPath::new(socket, &domain.fabric.config, &mut name)?;
         diag!(Info, EpCtrl, "endpoint {name}");
         let state = State {
@@ -125,6 +132,8 @@ impl Endpoint {
             ticker: Mutex::new(None),
             enabled: AtomicBool::new(false),
             polls: AtomicU64::new(0),
+            arrivals: Mutex::new(arrivals),
+            tick_us: AtomicU64::new(TICK.as_micros() as u64),
         }))
     }
 
@@ -227,11 +236,19 @@ impl Endpoint {
         let stop = Arc::new(AtomicBool::new(false));
         let weak = Arc::downgrade(self);
         let flag = Arc::clone(&stop);
+        let arrivals = self.arrivals.lock().take();
         let thread = std::thread::Builder::new()
             .name("diwarp-progress".into())
-            .spawn(move || tick(&weak, &flag))
+            .spawn(move || tick(&weak, &flag, arrivals.as_ref()))
             .expect("spawn the progress thread");
         Ticker { stop, thread }
+    }
+
+    /// Sets how long the progress thread sleeps at most while nothing is due.
+    #[cfg(test)]
+    pub(crate) fn set_tick(&self, tick: Duration) {
+        self.tick_us
+            .store(tick.as_micros() as u64, Ordering::Relaxed);
     }
 
     /// The data path, for tests that steer it by hand.
@@ -315,7 +332,7 @@ impl Endpoint {
         let m = d.memory();
         let rd = d.rd_stats().unwrap_or_default();
         let line = format!(
-            "diwarp-mem pid={} ep={} queue_pair={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} datagrams_sent={} retransmits={} duplicates={} dropped_checksum={} peers={}\n",
+            "diwarp-mem pid={} ep={} queue_pair={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} datagrams_sent={} retransmits={} spurious_retransmits={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} peers={}\n",
             std::process::id(),
             self.name,
             m.queue_pair,
@@ -328,6 +345,9 @@ impl Endpoint {
             d.stats().stray,
             rd.datagrams_sent,
             rd.retransmits,
+            rd.spurious_retransmits,
+            rd.timeouts,
+            rd.tail_probes,
             rd.duplicates,
             rd.dropped_checksum,
             rd.peers,
@@ -403,33 +423,62 @@ impl Progress for Endpoint {
     }
 }
 
-/// The progress thread: sleeps until the data path's next deadline (an ACK or a
-/// retransmission due) or a tick, and makes progress then unless the application is
-/// polling itself. It never blocks the application: it only takes the lock if it is free.
-fn tick(ep: &Weak<Endpoint>, stop: &AtomicBool) {
+/// The progress thread: while the application polls, it stays out of the way; while the
+/// application computes, it makes progress when a datagram arrives, at the data path's next
+/// deadline (an ACK or a retransmission due) or at a tick, whichever comes first. Waking on
+/// arrivals is what keeps a computing rank from looking dead to its peers: their sends complete
+/// when we acknowledge, and their retransmission timers (1 ms floor) would fire again and
+/// again over a 10 ms tick. It never blocks the application: it only takes the lock if it is
+/// free.
+fn tick(ep: &Weak<Endpoint>, stop: &AtomicBool, arrivals: Option<&UdpSocket>) {
     let mut seen = u64::MAX;
+    // Datagrams the last progress took off the socket. A wake by an arrival after which this
+    // did not move (nothing could be taken) makes the next wait a plain sleep, not a spin.
+    let mut taken = 0;
+    let mut woke_readable = false;
     while !stop.load(Ordering::Acquire) {
         let Some(ep) = ep.upgrade() else { return };
         let now = Instant::now();
         let polls = ep.polls.load(Ordering::Relaxed);
-        let wake = if polls != seen {
+        let (wake, watch) = if polls != seen {
             seen = polls;
-            now + APP_ACTIVE
+            (now + APP_ACTIVE, false)
         } else {
             match ep.data.try_lock() {
                 Some(mut d) => {
                     d.progress();
-                    d.next_deadline().unwrap_or(now + TICK).min(now + TICK)
+                    let now_taken = d.datagrams_in();
+                    let stuck = woke_readable && now_taken == taken;
+                    taken = now_taken;
+                    let tick = Duration::from_micros(ep.tick_us.load(Ordering::Relaxed));
+                    let due = d.next_deadline().unwrap_or(now + tick).min(now + tick);
+                    (due, !stuck)
                 }
-                None => now + Duration::from_micros(200),
+                None => (now + Duration::from_micros(200), false),
             }
         };
         drop(ep);
         let wait = wake
             .saturating_duration_since(Instant::now())
             .max(Duration::from_micros(50));
-        std::thread::park_timeout(wait);
+        woke_readable = match arrivals {
+            Some(sock) if watch => wait_readable(sock, wait),
+            _ => {
+                std::thread::park_timeout(wait);
+                false
+            }
+        };
     }
+}
+
+/// Sleeps until `sock` has a datagram to read (true) or `wait` has passed.
+fn wait_readable(sock: &UdpSocket, wait: Duration) -> bool {
+    use nix::poll::{ppoll, PollFd, PollFlags};
+    use nix::sys::time::TimeSpec;
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+    // An error (EINTR) only ends this wait early.
+    matches!(ppoll(&mut fds, Some(TimeSpec::from(wait)), None), Ok(n) if n > 0)
 }
 
 #[cfg(test)]

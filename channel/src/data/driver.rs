@@ -230,6 +230,11 @@ impl DataPath {
         self.qp.rd_stats()
     }
 
+    /// Datagrams taken off the socket so far (see [`iwarp::verbs::RdStats::datagrams_in`]).
+    pub fn datagrams_in(&self) -> u64 {
+        self.qp.rd_stats().map_or(0, |s| s.datagrams_in())
+    }
+
     pub fn next_deadline(&self) -> Option<Instant> {
         self.qp.next_deadline()
     }

@@ -413,3 +413,38 @@ fn rendezvous_send_waits_for_a_live_receiver_and_fails_when_it_is_gone() {
         started.elapsed()
     );
 }
+
+/// A rank that computes (never polls) still acknowledges what arrives, through its progress
+/// thread, so a peer's send completes without waiting for the thread's tick, here 60 s.
+#[test]
+fn a_rank_that_does_not_poll_acknowledges_what_arrives() {
+    let (a, b) = pair();
+    b.ep.set_tick(Duration::from_secs(60));
+    // The thread is asleep on the old tick (10 ms) until it next looks.
+    std::thread::sleep(Duration::from_millis(50));
+    let start = Instant::now();
+    for i in 0..3u8 {
+        let bytes = pattern(4096, i);
+        send(&a, 1, Kind::Tagged, 40 + u64::from(i), bytes, 7);
+        let c = loop {
+            let mut got = None;
+            match a.cq.read(1, |_, c| got = Some(*c)) {
+                Ok(_) => break got.expect("one entry"),
+                Err(e) => assert_eq!(u64::from(e.0), FI_EAGAIN, "send failed"),
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "send {i} not acknowledged by a rank that does not poll"
+            );
+        };
+        assert_eq!((c.op_context, c.flags & FI_SEND), (7, FI_SEND));
+        // Quiet between sends, so each arrival finds the thread asleep.
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    for i in 0..3u8 {
+        let buf = recv(&b, 0, Kind::Tagged, 40 + u64::from(i), 4096, 70);
+        let c = ok(next(&b, &a));
+        assert_eq!((c.op_context, c.tag, c.len), (70, 40 + u64::from(i), 4096));
+        assert_eq!(*buf.lock(), pattern(4096, i));
+    }
+}

@@ -68,6 +68,18 @@ pub struct RdStats {
 }
 
 impl RdStats {
+    /// Datagrams taken off the socket, whatever became of them: unchanged across a read, the
+    /// read took nothing.
+    pub fn datagrams_in(&self) -> u64 {
+        self.datagrams_received
+            + self.duplicates
+            + self.dropped
+            + self.control_received
+            + self.dropped_control
+            + self.parked
+            + self.refused
+    }
+
     pub(crate) fn add_session(&mut self, s: &Stats) {
         self.datagrams_sent += s.datagrams_sent;
         self.datagrams_received += s.datagrams_received;
