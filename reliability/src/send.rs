@@ -39,9 +39,6 @@ use crate::stats::Stats;
 /// the send-buffer bound.
 pub(crate) const MSG_OVERHEAD: usize = 64;
 
-/// Marks an empty slot of the recent-retransmission ring.
-const NO_RETX: u32 = u32::MAX;
-
 /// A message waiting to be (fully) sent: `head` then `data` (a small header the caller puts in
 /// front of a large buffer it handed over, so the buffer need not be copied to make room for it;
 /// `head` is empty for messages that travel whole).
@@ -111,8 +108,36 @@ struct InFlight {
     tx_order: u64,
     tx_count: u32,
     state: State,
+    /// Why it was last declared lost.
+    cause: Cause,
     /// When this datagram is cumulatively acknowledged, messages up to this one are acknowledged.
     completes: Option<MsgId>,
+}
+
+/// What declared a datagram lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// Later datagrams were acknowledged past it.
+    Overtaken,
+    /// The retransmission timer.
+    Timeout,
+    /// The tail-loss probe chose it.
+    Probe,
+}
+
+/// A recent retransmission, to match against DSACKs. Times are microseconds since the
+/// sender's `epoch`, wrapping (16 bytes an entry: a session's idle size matters at scale).
+#[derive(Debug, Clone, Copy)]
+struct Retx {
+    seq: Seq,
+    first_sent: u32,
+    resent: u32,
+    cause: Cause,
+}
+
+/// `t` in wrapping microseconds since `epoch`.
+fn micros_since(epoch: Instant, t: Instant) -> u32 {
+    t.saturating_duration_since(epoch).as_micros() as u32
 }
 
 /// A datagram the sender wants to emit now.
@@ -158,9 +183,16 @@ pub(crate) struct Sender {
     reo_wnd: Duration,
     /// Datagrams acknowledged since the last spurious retransmission.
     clean_acks: u32,
-    /// Recently retransmitted sequence numbers, with how long after their first transmission
-    /// (µs) they were resent, to match against DSACKs.
-    recent_retx: [(Seq, u32); 8],
+    /// How late the peer's acknowledgements have been seen to come: a timer retransmission
+    /// it proved needless arrived this long after its original was sent. A receiver that
+    /// computes instead of polling acknowledges when its progress thread gets the CPU, which
+    /// on a busy host takes milliseconds, not the microseconds of the measured RTT (Karn's
+    /// rule keeps those late ACKs out of the RTT samples). The probe and retransmission
+    /// timers wait at least this long; it halves with the reordering window.
+    ack_lag: Duration,
+    recent_retx: [Option<Retx>; 8],
+    /// Origin of the times in `recent_retx`: the first retransmission.
+    epoch: Option<Instant>,
     recent_pos: u8,
     /// `send` refused a message and no `Writable` was issued since.
     pub(crate) blocked: bool,
@@ -192,7 +224,9 @@ impl Sender {
             loss_at: None,
             reo_wnd: Duration::ZERO,
             clean_acks: 0,
-            recent_retx: [(Seq(0), NO_RETX); 8],
+            ack_lag: Duration::ZERO,
+            recent_retx: [None; 8],
+            epoch: None,
             recent_pos: 0,
             blocked: false,
         }
@@ -255,10 +289,6 @@ impl Sender {
         self.reo_wnd
     }
 
-    pub(crate) fn backoff(&self) -> u32 {
-        self.backoff
-    }
-
     pub(crate) fn queued_bytes(&self) -> usize {
         self.queued_bytes
     }
@@ -299,14 +329,14 @@ impl Sender {
             e.tx_count += 1;
             stats.retransmits += 1;
             let seq = self.una.add(i as u32);
-            // A probe resends a datagram that is only *probably* lost; its original turning up
-            // later says nothing about reordering.
-            if self.tlp != Some(seq) {
-                let waited = now.saturating_duration_since(e.first_sent).as_micros();
-                self.recent_retx[usize::from(self.recent_pos)] =
-                    (seq, waited.min(u128::from(NO_RETX - 1)) as u32);
-                self.recent_pos = (self.recent_pos + 1) % self.recent_retx.len() as u8;
-            }
+            let epoch = *self.epoch.get_or_insert(e.first_sent);
+            self.recent_retx[usize::from(self.recent_pos)] = Some(Retx {
+                seq,
+                first_sent: micros_since(epoch, e.first_sent),
+                resent: micros_since(epoch, now),
+                cause: e.cause,
+            });
+            self.recent_pos = (self.recent_pos + 1) % self.recent_retx.len() as u8;
             Outbound {
                 seq,
                 payload: e.payload.clone(),
@@ -328,6 +358,7 @@ impl Sender {
                 tx_order: self.tx_stamp,
                 tx_count: 1,
                 state: State::Unacked,
+                cause: Cause::Overtaken,
                 completes,
             });
             stats.data_sent += 1;
@@ -343,7 +374,7 @@ impl Sender {
             return None;
         };
         if self.rto_at.is_none() {
-            self.rto_at = Some(now + rtt.backed_off(config, self.backoff));
+            self.rto_at = Some(now + self.rto(config, rtt));
         }
         self.arm_tlp(Some(now), config, rtt);
         Some(out)
@@ -471,6 +502,10 @@ impl Sender {
                 if self.reo_wnd < Duration::from_micros(1) {
                     self.reo_wnd = Duration::ZERO;
                 }
+                self.ack_lag /= 2;
+                if self.ack_lag < Duration::from_micros(1) {
+                    self.ack_lag = Duration::ZERO;
+                }
             }
             for _ in 0..n {
                 let e = self.flight.pop_front().expect("ack <= nxt");
@@ -567,6 +602,7 @@ impl Sender {
             let due = e.sent_at + wait;
             if due <= now {
                 e.state = State::Lost;
+                e.cause = Cause::Overtaken;
                 self.lost += 1;
                 stats.fast_retransmits += 1;
             } else {
@@ -595,6 +631,7 @@ impl Sender {
                 && e.sent_at + self.reo_wnd <= now
             {
                 e.state = State::Lost;
+                e.cause = Cause::Overtaken;
                 self.lost += 1;
                 stats.tail_losses += 1;
             }
@@ -610,7 +647,7 @@ impl Sender {
             return;
         }
         let Some(last) = newest else { return };
-        let at = last + rtt.pto(config);
+        let at = last + self.pto(config, rtt);
         if self.rto_at.is_some_and(|r| at < r) {
             self.tlp_at = Some(at);
         }
@@ -624,37 +661,68 @@ impl Sender {
             return;
         };
         self.flight[i].state = State::Lost;
+        self.flight[i].cause = Cause::Probe;
         self.lost += 1;
         stats.tail_probes += 1;
         self.tlp = Some(self.una.add(i as u32));
     }
 
-    /// The peer received `seq` twice. If we had retransmitted it, the retransmission was
-    /// spurious: widen the reordering window.
+    /// The peer received `seq` twice (it said so at `now`). If we had retransmitted it, the
+    /// retransmission was spurious: widen the reordering window, and if a timer had resent it,
+    /// wait longer for acknowledgements.
     pub(crate) fn on_dsack(
         &mut self,
         seq: Seq,
+        now: Instant,
         config: &Config,
         rtt: &RttEstimator,
         stats: &mut Stats,
     ) {
-        let Some(slot) = self
-            .recent_retx
-            .iter_mut()
-            .find(|(q, w)| *q == seq && *w != NO_RETX)
-        else {
+        let (Some(r), Some(epoch)) = (
+            self.recent_retx
+                .iter_mut()
+                .find(|r| r.is_some_and(|r| r.seq == seq))
+                .and_then(Option::take),
+            self.epoch,
+        ) else {
             return;
         };
-        let waited = core::mem::replace(&mut slot.1, NO_RETX);
+        let us = |d: u32| Duration::from_micros(u64::from(d));
         stats.spurious_retransmits += 1;
         self.clean_acks = 0;
-        // The original was still unacknowledged `waited` after it was sent: the network can
-        // hold a datagram back at least that long. Jump there at once rather than creep up.
-        let step = (rtt.srtt().unwrap_or(rtt.rto(config)) / 4).max(Duration::from_micros(1));
-        self.reo_wnd = (self.reo_wnd * 2)
-            .max(step)
-            .max(Duration::from_micros(u64::from(waited)))
-            .min(rtt.rto(config));
+        if r.cause != Cause::Probe {
+            // The original was still unacknowledged `waited` after it was sent: the network can
+            // hold a datagram back at least that long. Jump there at once rather than creep up.
+            // (A probe resends a datagram that is only *probably* lost; its original turning
+            // up later says nothing about reordering.)
+            let step = (rtt.srtt().unwrap_or(rtt.rto(config)) / 4).max(Duration::from_micros(1));
+            self.reo_wnd = (self.reo_wnd * 2)
+                .max(step)
+                .max(us(r.resent.wrapping_sub(r.first_sent)))
+                .min(rtt.rto(config));
+        }
+        if r.cause != Cause::Overtaken {
+            // The duplicate was reported with (or after) the original's ACK: that ACK took
+            // about `now - first_sent` to come.
+            self.ack_lag = self
+                .ack_lag
+                .max(us(micros_since(epoch, now).wrapping_sub(r.first_sent)))
+                .min(config.max_rto);
+        }
+    }
+
+    /// The tail-loss probe timeout: the RTT's, or the peer's ACK lag if longer.
+    fn pto(&self, config: &Config, rtt: &RttEstimator) -> Duration {
+        rtt.pto(config).max(self.ack_lag)
+    }
+
+    /// The retransmission timeout after the current backoff, or the peer's ACK lag if longer.
+    pub(crate) fn rto(&self, config: &Config, rtt: &RttEstimator) -> Duration {
+        rtt.backed_off(config, self.backoff).max(self.ack_lag)
+    }
+
+    pub(crate) fn ack_lag(&self) -> Duration {
+        self.ack_lag
     }
 
     /// Timers: the reordering window of an overtaken datagram ran out, or the retransmission
@@ -681,7 +749,7 @@ impl Sender {
         // The timeout takes over from any probe.
         self.tlp = None;
         self.tlp_at = None;
-        let rto = rtt.backed_off(config, self.backoff);
+        let rto = self.rto(config, rtt);
         let mut any = false;
         // The first expiry resends the head and the holes below what is known received (a
         // lost tail then comes back one datagram per round trip); while expiries repeat
@@ -692,6 +760,7 @@ impl Sender {
             let watched = Self::rto_watches(i, head, below, backoff);
             if watched && e.state == State::Unacked && e.sent_at + rto <= now {
                 e.state = State::Lost;
+                e.cause = Cause::Timeout;
                 self.lost += 1;
                 any = true;
             }
@@ -701,6 +770,7 @@ impl Sender {
         if let Some(front) = self.flight.front_mut() {
             if front.state == State::Sacked && front.sent_at + rto <= now {
                 front.state = State::Lost;
+                front.cause = Cause::Timeout;
                 self.lost += 1;
                 any = true;
             }
@@ -743,7 +813,7 @@ impl Sender {
     /// timer if need be. The timer never names a moment at which `on_timeout` would find
     /// nothing to do, so it cannot spin.
     fn rearm(&mut self, config: &Config, rtt: &RttEstimator) {
-        let rto = rtt.backed_off(config, self.backoff);
+        let rto = self.rto(config, rtt);
         let (head, below) = (self.head_index(), self.below_high_acked());
         let sacked_head = self
             .flight

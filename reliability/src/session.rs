@@ -324,7 +324,7 @@ impl Session {
         self.stats.datagrams_received += 1;
         if repr.dsack {
             self.tx
-                .on_dsack(repr.seq, &self.config, &self.rtt, &mut self.stats);
+                .on_dsack(repr.seq, now, &self.config, &self.rtt, &mut self.stats);
         }
         if repr.ack_req {
             self.rx.request_ack();
@@ -545,8 +545,9 @@ impl Session {
         RttStats {
             srtt: self.rtt.srtt(),
             rttvar: self.rtt.rttvar(),
-            rto: self.rtt.backed_off(&self.config, self.tx.backoff()),
+            rto: self.tx.rto(&self.config, &self.rtt),
             reo_wnd: self.tx.reo_wnd(),
+            ack_lag: self.tx.ack_lag(),
         }
     }
 

@@ -87,6 +87,9 @@ pub struct RttStats {
     /// Reordering window: how long past its RTT an overtaken datagram is given before it is
     /// declared lost (0 until reordering was seen).
     pub reo_wnd: Duration,
+    /// How late the peer's acknowledgements were seen to come (0 until a timer retransmission
+    /// proved needless); the probe and retransmission timers wait at least this long.
+    pub ack_lag: Duration,
 }
 
 /// Bytes a session holds right now, for the memory ledger.
