@@ -200,6 +200,10 @@ impl DataPath {
             }
         }
         self.wcs = wcs;
+        if self.st.holds_strangers() {
+            self.st.admit_strangers(Instant::now());
+            self.flush_backlog();
+        }
         if !self.st.rndv.is_empty() || !self.st.heard.is_empty() || !self.st.sends.is_empty() {
             self.st.timers(Instant::now());
             self.flush_backlog();
@@ -247,7 +251,8 @@ impl DataPath {
             unexpected_peak: st.matcher.account().peak(),
             pending: st.sends.len() * std::mem::size_of::<PendingSend>()
                 + st.rndv.len() * std::mem::size_of::<RndvRecv>()
-                + st.backlog.len() * std::mem::size_of::<Outgoing>(),
+                + st.backlog.len() * std::mem::size_of::<Outgoing>()
+                + st.strangers_bytes,
         }
     }
 }

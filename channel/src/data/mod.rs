@@ -65,6 +65,14 @@ const BACKLOG_MAX: usize = 4096;
 /// Queue-pair completions taken per poll.
 const POLL_BATCH: usize = 64;
 
+/// How long a message from an address the AV does not hold waits for the application to
+/// insert it, before it is matched as coming from an unknown peer (which only receives from
+/// any peer match).
+const STRANGER_GRACE: Duration = Duration::from_secs(5);
+
+/// Bytes of such messages kept at most; beyond it the oldest is matched at once.
+const STRANGERS_MAX_BYTES: usize = 16 << 20;
+
 /// Counters for the memory and diagnostics report.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stats {
@@ -110,7 +118,19 @@ struct State {
     next_check: Instant,
     backlog: VecDeque<Outgoing>,
     chunks_inflight: usize,
+    /// Messages for the matcher from addresses the AV did not hold when they arrived, oldest
+    /// first. A peer can send as soon as it has inserted our address, which can be before we
+    /// have inserted its (MPICH's init); matched at once they would carry no source, and never
+    /// match the directed receive posted for them.
+    strangers: VecDeque<Stranger>,
+    strangers_bytes: usize,
     pub stats: Stats,
+}
+
+struct Stranger {
+    src: SocketAddr,
+    bytes: Box<[u8]>,
+    since: Instant,
 }
 
 impl std::fmt::Debug for State {
@@ -142,6 +162,8 @@ impl State {
             next_check: Instant::now(),
             backlog: VecDeque::new(),
             chunks_inflight: 0,
+            strangers: VecDeque::new(),
+            strangers_bytes: 0,
             stats: Stats::default(),
         }
     }
@@ -671,6 +693,49 @@ impl State {
 
     fn handle_message(&mut self, src: SocketAddr, bytes: &[u8]) {
         self.heard_from(src);
+        if wire::is_matched(bytes)
+            && self.av.is_some()
+            && (self.peer_of(src) == UNKNOWN_PEER || self.strangers.iter().any(|s| s.src == src))
+        {
+            self.strangers_bytes += bytes.len();
+            self.strangers.push_back(Stranger {
+                src,
+                bytes: bytes.into(),
+                since: Instant::now(),
+            });
+            if self.strangers_bytes > STRANGERS_MAX_BYTES {
+                self.admit_strangers(Instant::now());
+            }
+            return;
+        }
+        self.dispatch(src, bytes);
+    }
+
+    /// Hands held messages to the matcher, in arrival order, once the AV knows their sender,
+    /// or when they waited `STRANGER_GRACE`, or to keep within `STRANGERS_MAX_BYTES`.
+    fn admit_strangers(&mut self, now: Instant) {
+        let mut keep = VecDeque::new();
+        for s in std::mem::take(&mut self.strangers) {
+            let due = self.peer_of(s.src) != UNKNOWN_PEER
+                || now.saturating_duration_since(s.since) >= STRANGER_GRACE
+                || self.strangers_bytes > STRANGERS_MAX_BYTES;
+            // A sender's messages stay in order: none passes one of its own still held.
+            if due && !keep.iter().any(|k: &Stranger| k.src == s.src) {
+                self.strangers_bytes -= s.bytes.len();
+                self.dispatch(s.src, &s.bytes);
+            } else {
+                keep.push_back(s);
+            }
+        }
+        self.strangers = keep;
+    }
+
+    /// Whether messages wait for their senders to be inserted in the AV.
+    fn holds_strangers(&self) -> bool {
+        !self.strangers.is_empty()
+    }
+
+    fn dispatch(&mut self, src: SocketAddr, bytes: &[u8]) {
         let (qpn, msg) = match wire::parse(bytes) {
             Ok(m) => m,
             Err(e) => {

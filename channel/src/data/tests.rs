@@ -448,3 +448,46 @@ fn a_rank_that_does_not_poll_acknowledges_what_arrives() {
         assert_eq!(*buf.lock(), pattern(4096, i));
     }
 }
+
+/// A peer may send as soon as it knows our address, before we have inserted its (MPICH's
+/// init does). The message waits for the insert, then matches the receive directed at that
+/// peer and reports it as the source.
+#[test]
+fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
+    let d = domain_with(Config::default());
+    let v = crate::info::fi_version(1, 17);
+    let mk = || {
+        let ep = Endpoint::open(&d, v, &d.info.clone()).unwrap();
+        let cq = CompletionQueue::open(&d, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 0).unwrap();
+        (ep, cq)
+    };
+    let (a, acq) = mk();
+    let (b, bcq) = mk();
+    let a_av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
+    let names: Vec<u8> = [a.name(), b.name()]
+        .iter()
+        .flat_map(|n| n.encode())
+        .collect();
+    assert_eq!(a_av.insert(&names, 0).unwrap().count, 2);
+    // B knows only itself for now: handle 0 is B.
+    let b_av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
+    assert_eq!(b_av.insert(&b.name().encode(), 0).unwrap().count, 1);
+    for (ep, cq, av) in [(&a, &acq, &a_av), (&b, &bcq, &b_av)] {
+        ep.bind(Bind::Av(av.clone()), 0).unwrap();
+        ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
+            .unwrap();
+        ep.enable().unwrap();
+    }
+    let (a, b) = (Side { ep: a, cq: acq }, Side { ep: b, cq: bcq });
+    send(&a, 1, Kind::Tagged, 5, pattern(100, 9), 1);
+    assert_eq!(ok(next(&a, &b)).op_context, 1, "B acknowledged it");
+    // B has taken the message in; now it inserts A (handle 1) and receives from it.
+    for _ in 0..100 {
+        let _ = b.cq.read(0, |_, _| ());
+    }
+    assert_eq!(b_av.insert(&a.ep.name().encode(), 0).unwrap().handles, [1]);
+    let buf = recv(&b, 1, Kind::Tagged, 5, 100, 2);
+    let c = ok(next(&b, &a));
+    assert_eq!((c.op_context, c.tag, c.len, c.src), (2, 5, 100, Some(1)));
+    assert_eq!(*buf.lock(), pattern(100, 9));
+}

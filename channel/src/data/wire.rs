@@ -137,6 +137,12 @@ pub fn ping(out: &mut Vec<u8>, qpn: u32) {
     put(out, qpn, PING, 0, &[]);
 }
 
+/// Whether a message goes to the matcher (an eager message or an RTS), so that its sender must
+/// be known to match a directed receive.
+pub fn is_matched(b: &[u8]) -> bool {
+    matches!(b.first(), Some(&EAGER | &RTS))
+}
+
 /// Whether a message is a rendezvous chunk (which may be placed out of turn).
 pub fn is_data(b: &[u8]) -> bool {
     b.first() == Some(&DATA)
