@@ -23,16 +23,18 @@ fn pair() -> (Side, Side) {
     pair_with(Config::default())
 }
 
+/// An endpoint (not yet enabled) and a tagged CQ for it.
+fn open_side(d: &Arc<crate::domain::Domain>) -> (Arc<Endpoint>, Arc<CompletionQueue>) {
+    let v = crate::info::fi_version(1, 17);
+    let ep = Endpoint::open(d, v, &d.info.clone()).unwrap();
+    let cq = CompletionQueue::open(d, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 0).unwrap();
+    (ep, cq)
+}
+
 fn pair_with(config: Config) -> (Side, Side) {
     let d = domain_with(config);
-    let v = crate::info::fi_version(1, 17);
-    let mk = || {
-        let ep = Endpoint::open(&d, v, &d.info.clone()).unwrap();
-        let cq = CompletionQueue::open(&d, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 0).unwrap();
-        (ep, cq)
-    };
-    let (a, acq) = mk();
-    let (b, bcq) = mk();
+    let (a, acq) = open_side(&d);
+    let (b, bcq) = open_side(&d);
     let names: Vec<u8> = [a.name(), b.name()]
         .iter()
         .flat_map(|n| n.encode())
@@ -455,14 +457,8 @@ fn a_rank_that_does_not_poll_acknowledges_what_arrives() {
 #[test]
 fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
     let d = domain_with(Config::default());
-    let v = crate::info::fi_version(1, 17);
-    let mk = || {
-        let ep = Endpoint::open(&d, v, &d.info.clone()).unwrap();
-        let cq = CompletionQueue::open(&d, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 0).unwrap();
-        (ep, cq)
-    };
-    let (a, acq) = mk();
-    let (b, bcq) = mk();
+    let (a, acq) = open_side(&d);
+    let (b, bcq) = open_side(&d);
     let a_av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
     let names: Vec<u8> = [a.name(), b.name()]
         .iter()
