@@ -174,7 +174,7 @@ def cell(rows):
     return med, f"{med:.2f}{spread}" + (f" **{notes}**" if notes else "")
 
 
-def report(results, kernels, labels, args, cmdline, when):
+def report(results, kernels, labels, cmdline, when):
     diwarp = labels[0]
     peers = labels[1:]
     lines = [
@@ -214,16 +214,12 @@ def plot(results, kernels, labels, path):
     keys = [f"{k}.{c} np={n}" for k, c, n, _ in kernels]
     fig, ax = plt.subplots(figsize=(max(8, 1.4 * len(keys)), 4.5))
     width = 0.8 / len(labels)
-    top = 0.0
-    for i, lab in enumerate(labels):
-        for j, key in enumerate(keys):
-            med, _ = cell(results[(key, lab)])
-            if med:
-                top = max(top, med)
+    meds = {(key, lab): cell(results[(key, lab)])[0] for key in keys for lab in labels}
+    top = max([m for m in meds.values() if m] or [1.0])
     for i, lab in enumerate(labels):
         xs, ys = [], []
         for j, key in enumerate(keys):
-            med, _ = cell(results[(key, lab)])
+            med = meds[(key, lab)]
             x = j + (i - (len(labels) - 1) / 2) * width
             if med:
                 xs.append(x)
@@ -297,7 +293,7 @@ def main():
                              f"needless) of {m['datagrams_sent']} datagrams" if m else "")
                     print(f"[run {run}] {key:12} {lab:18} {shown}  {status}{extra}", flush=True)
 
-    md = report(results, kernels, labels, args, cmdline,
+    md = report(results, kernels, labels, cmdline,
                 when.strftime("%Y-%m-%d %H:%M UTC"))
     (out / "results.md").write_text(md)
     print()

@@ -447,7 +447,7 @@ fn tick(ep: &Weak<Endpoint>, stop: &AtomicBool, arrivals: Option<&UdpSocket>) {
             match ep.data.try_lock() {
                 Some(mut d) => {
                     d.progress();
-                    let now_taken = d.datagrams_in();
+                    let now_taken = d.datagrams_read();
                     let stuck = woke_readable && now_taken == taken;
                     taken = now_taken;
                     let tick = Duration::from_micros(ep.tick_us.load(Ordering::Relaxed));

@@ -135,6 +135,14 @@ struct Retx {
     cause: Cause,
 }
 
+/// Halves `d`, down to zero below a microsecond.
+fn halve(d: &mut Duration) {
+    *d /= 2;
+    if *d < Duration::from_micros(1) {
+        *d = Duration::ZERO;
+    }
+}
+
 /// `t` in wrapping microseconds since `epoch`.
 fn micros_since(epoch: Instant, t: Instant) -> u32 {
     t.saturating_duration_since(epoch).as_micros() as u32
@@ -498,14 +506,8 @@ impl Sender {
             self.clean_acks = self.clean_acks.saturating_add(n);
             if self.clean_acks >= 1024 {
                 self.clean_acks = 0;
-                self.reo_wnd /= 2;
-                if self.reo_wnd < Duration::from_micros(1) {
-                    self.reo_wnd = Duration::ZERO;
-                }
-                self.ack_lag /= 2;
-                if self.ack_lag < Duration::from_micros(1) {
-                    self.ack_lag = Duration::ZERO;
-                }
+                halve(&mut self.reo_wnd);
+                halve(&mut self.ack_lag);
             }
             for _ in 0..n {
                 let e = self.flight.pop_front().expect("ack <= nxt");

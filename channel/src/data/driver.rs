@@ -234,9 +234,9 @@ impl DataPath {
         self.qp.rd_stats()
     }
 
-    /// Datagrams taken off the socket so far (see [`iwarp::verbs::RdStats::datagrams_in`]).
-    pub fn datagrams_in(&self) -> u64 {
-        self.qp.rd_stats().map_or(0, |s| s.datagrams_in())
+    /// Datagrams read off the socket so far.
+    pub fn datagrams_read(&self) -> u64 {
+        self.qp.rd_datagrams_read().unwrap_or(0)
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {

@@ -693,9 +693,13 @@ impl State {
 
     fn handle_message(&mut self, src: SocketAddr, bytes: &[u8]) {
         self.heard_from(src);
-        if wire::is_matched(bytes)
-            && self.av.is_some()
-            && (self.peer_of(src) == UNKNOWN_PEER || self.strangers.iter().any(|s| s.src == src))
+        if !wire::is_matched(bytes) {
+            return self.dispatch(src, UNKNOWN_PEER, bytes);
+        }
+        // One AV lookup per matched message: it takes the AV's lock.
+        let peer = self.peer_of(src);
+        if self.av.is_some()
+            && (peer == UNKNOWN_PEER || self.strangers.iter().any(|s| s.src == src))
         {
             self.strangers_bytes += bytes.len();
             self.strangers.push_back(Stranger {
@@ -708,7 +712,7 @@ impl State {
             }
             return;
         }
-        self.dispatch(src, bytes);
+        self.dispatch(src, peer, bytes);
     }
 
     /// Hands held messages to the matcher, in arrival order, once the AV knows their sender,
@@ -716,13 +720,14 @@ impl State {
     fn admit_strangers(&mut self, now: Instant) {
         let mut keep = VecDeque::new();
         for s in std::mem::take(&mut self.strangers) {
-            let due = self.peer_of(s.src) != UNKNOWN_PEER
+            let peer = self.peer_of(s.src);
+            let due = peer != UNKNOWN_PEER
                 || now.saturating_duration_since(s.since) >= STRANGER_GRACE
                 || self.strangers_bytes > STRANGERS_MAX_BYTES;
             // A sender's messages stay in order: none passes one of its own still held.
             if due && !keep.iter().any(|k: &Stranger| k.src == s.src) {
                 self.strangers_bytes -= s.bytes.len();
-                self.dispatch(s.src, &s.bytes);
+                self.dispatch(s.src, peer, &s.bytes);
             } else {
                 keep.push_back(s);
             }
@@ -735,7 +740,8 @@ impl State {
         !self.strangers.is_empty()
     }
 
-    fn dispatch(&mut self, src: SocketAddr, bytes: &[u8]) {
+    /// Handles a message; `peer` is its sender's AV handle (used only by matched messages).
+    fn dispatch(&mut self, src: SocketAddr, peer: PeerId, bytes: &[u8]) {
         let (qpn, msg) = match wire::parse(bytes) {
             Ok(m) => m,
             Err(e) => {
@@ -747,7 +753,7 @@ impl State {
         match msg {
             Msg::Eager { m, payload } => {
                 let header = Header {
-                    peer: self.peer_of(src),
+                    peer,
                     tag: m.tag,
                     data: m.data,
                     len: payload.len(),
@@ -768,7 +774,7 @@ impl State {
                 };
                 let from = AddressHandle::new(src, qpn);
                 let header = Header {
-                    peer: self.peer_of(src),
+                    peer,
                     tag: m.tag,
                     data: m.data,
                     len,

@@ -31,6 +31,14 @@ fn open_side(d: &Arc<crate::domain::Domain>) -> (Arc<Endpoint>, Arc<CompletionQu
     (ep, cq)
 }
 
+/// [`pair_with`] a peer timeout of `limit`.
+fn pair_with_peer_timeout(limit: Duration) -> (Side, Side) {
+    pair_with(Config {
+        peer_timeout: limit,
+        ..Config::default()
+    })
+}
+
 fn pair_with(config: Config) -> (Side, Side) {
     let d = domain_with(config);
     let (a, acq) = open_side(&d);
@@ -298,11 +306,7 @@ fn expect_eio(s: &Side, other: &Side, ctx: usize) {
 
 #[test]
 fn rendezvous_receive_fails_when_its_sender_is_gone_before_the_cts() {
-    let cfg = Config {
-        peer_timeout: Duration::from_millis(300),
-        ..Config::default()
-    };
-    let (a, b) = pair_with(cfg);
+    let (a, b) = pair_with_peer_timeout(Duration::from_millis(300));
     send(&a, 1, Kind::Tagged, 9, pattern(1 << 20, 3), 1);
     // The RTS is acknowledged (B holds it as unexpected); then A goes away.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -374,11 +378,7 @@ fn a_receive_waiting_behind_its_senders_other_transfer_is_not_failed() {
 
 #[test]
 fn rendezvous_send_waits_for_a_live_receiver_and_fails_when_it_is_gone() {
-    let cfg = Config {
-        peer_timeout: Duration::from_millis(300),
-        ..Config::default()
-    };
-    let (a, b) = pair_with(cfg);
+    let (a, b) = pair_with_peer_timeout(Duration::from_millis(300));
     send(&a, 1, Kind::Tagged, 9, pattern(1 << 20, 7), 5);
     // B has not posted a receive: A keeps waiting (its probes are acknowledged) for three
     // peer timeouts without an error.

@@ -519,6 +519,14 @@ impl QueuePair {
 
     /// RD: counters of the reliability engine (summed over all sessions) and of the queue
     /// pair.
+    /// RD only: datagrams read off the socket so far (cheap, unlike [`Self::rd_stats`]).
+    pub fn rd_datagrams_read(&self) -> Option<u64> {
+        match &self.path {
+            Path::Rd(rd) => Some(rd.datagrams_read()),
+            _ => None,
+        }
+    }
+
     pub fn rd_stats(&self) -> Option<RdStats> {
         match &self.path {
             Path::Rd(rd) => Some(rd.stats()),

@@ -381,7 +381,10 @@ impl RdPath {
             let mut ring = self.ring.take().expect("ring is home between calls");
             let r = ring.recv(self.sock.socket());
             let n = match r {
-                Ok(n) => n,
+                Ok(n) => {
+                    self.stats.datagrams_read += n as u64;
+                    n
+                }
                 Err(e) => {
                     self.ring = Some(ring);
                     match e {
@@ -687,6 +690,11 @@ impl RdPath {
         .into_iter()
         .flatten()
         .min()
+    }
+
+    /// Datagrams read off the socket so far, without summing the sessions' counters.
+    pub(crate) fn datagrams_read(&self) -> u64 {
+        self.stats.datagrams_read
     }
 
     pub(crate) fn stats(&self) -> RdStats {

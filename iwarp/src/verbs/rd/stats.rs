@@ -12,6 +12,8 @@ pub struct RdStats {
     pub datagrams_sent: u64,
     /// Datagrams the engine accepted.
     pub datagrams_received: u64,
+    /// Datagrams read off the socket, whatever became of them.
+    pub datagrams_read: u64,
     /// Data datagrams sent for the first time.
     pub data_sent: u64,
     /// Data datagrams sent again.
@@ -68,18 +70,6 @@ pub struct RdStats {
 }
 
 impl RdStats {
-    /// Datagrams taken off the socket, whatever became of them: unchanged across a read, the
-    /// read took nothing.
-    pub fn datagrams_in(&self) -> u64 {
-        self.datagrams_received
-            + self.duplicates
-            + self.dropped
-            + self.control_received
-            + self.dropped_control
-            + self.parked
-            + self.refused
-    }
-
     pub(crate) fn add_session(&mut self, s: &Stats) {
         self.datagrams_sent += s.datagrams_sent;
         self.datagrams_received += s.datagrams_received;
