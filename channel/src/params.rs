@@ -26,6 +26,7 @@ pub const EAGER_SIZE: &str = "eager_size";
 pub const LINGER_MS: &str = "linger_ms";
 pub const PEER_TIMEOUT_MS: &str = "peer_timeout_ms";
 pub const MEM_REPORT: &str = "mem_report";
+pub const CRC: &str = "crc";
 
 pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -58,6 +59,14 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Write this rank's memory ledger at finalize to this path ('-' for stderr, \
                '%p' becomes the process id); unset: no report",
     },
+    ParamSpec {
+        name: CRC,
+        kind: ParamKind::Bool,
+        help: "Ask for a CRC32c on every datagram (datagram-iWARP's trailer; default: on). \
+               Two ranks use it both ways if either asks (MPA's rule); off on both saves a \
+               pass over every byte at each end and leaves integrity to the UDP checksum \
+               and the link's",
+    },
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,6 +91,7 @@ pub struct Config {
     pub linger: Duration,
     pub peer_timeout: Duration,
     pub mem_report: Option<String>,
+    pub crc: bool,
 }
 
 impl Default for Config {
@@ -92,6 +102,7 @@ impl Default for Config {
             linger: Duration::from_millis(2000),
             peer_timeout: Duration::from_millis(30_000),
             mem_report: None,
+            crc: true,
         }
     }
 }
@@ -150,6 +161,9 @@ impl Config {
                 c.mem_report = Some(s);
             }
         }
+        if let Some(ParamValue::Bool(on)) = src.get(spec(CRC)) {
+            c.crc = on;
+        }
         c
     }
 }
@@ -180,12 +194,15 @@ mod tests {
             (LINGER_MS, ParamValue::Int(-5)),
             (PEER_TIMEOUT_MS, ParamValue::Int(5000)),
             (MEM_REPORT, ParamValue::Str(String::new())),
+            (CRC, ParamValue::Bool(false)),
         ])));
         assert_eq!(c.iface.as_deref(), Some("lo"));
         assert_eq!(c.eager_size, 4096);
         assert_eq!(c.linger, Config::default().linger);
         assert_eq!(c.peer_timeout, Duration::from_secs(5));
         assert_eq!(c.mem_report, None);
+        assert!(!c.crc);
+        assert!(Config::default().crc);
     }
 
     #[test]

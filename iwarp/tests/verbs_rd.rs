@@ -329,6 +329,28 @@ fn faults_lose_corrupt_and_duplicate_nothing() {
     eprintln!("a: {sa:?}\n   {fa:?}\nb: {sb:?}\n   {fb:?}");
 }
 
+#[test]
+fn a_side_without_crc_gets_one_from_a_side_that_asks() {
+    // MPA's rule: the CRC is on both ways if either side asks. Corruption in both directions
+    // is then caught on both sides, whatever each side's own setting.
+    let corrupting = |seed, crc| QpConfig {
+        crc,
+        faults: Some(FaultConfig {
+            corrupt: 0.05,
+            seed,
+            ..FaultConfig::default()
+        }),
+        ..QpConfig::default()
+    };
+    let (mut a, mut b) = (rd(&corrupting(3, true)), rd(&corrupting(4, false)));
+    exchange(&mut a, &mut b, 600, 32, mixed_size);
+    let (sa, sb) = (a.rd_stats().unwrap(), b.rd_stats().unwrap());
+    for s in [&sa, &sb] {
+        assert_eq!(s.messages_delivered, 600);
+        assert!(s.dropped_checksum > 0, "{s:?}");
+    }
+}
+
 fn short_limit() -> QpConfig {
     QpConfig {
         rd: RdConfig {

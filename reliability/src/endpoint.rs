@@ -154,9 +154,25 @@ impl Endpoint {
 
     /// The session with this local id, creating it with `ids` on first contact.
     pub fn open(&mut self, ids: SessionIds, now: Instant) -> &mut Session {
+        let checksum = self.config.checksum;
+        self.open_with(ids, now, checksum)
+    }
+
+    /// [`Endpoint::open`], with `checksum` in place of the configuration's for a new session:
+    /// both ends of a session must agree on it, so a handshake that learns the peer's choice
+    /// settles it here.
+    pub fn open_with(&mut self, ids: SessionIds, now: Instant, checksum: bool) -> &mut Session {
         let id = ids.local_id;
         if !self.sessions.contains_key(&id) {
-            let session = Session::new(self.config.clone(), ids, now).expect("config validated");
+            let config = if checksum == self.config.checksum {
+                self.config.clone()
+            } else {
+                Arc::new(Config {
+                    checksum,
+                    ..(*self.config).clone()
+                })
+            };
+            let session = Session::new(config, ids, now).expect("config validated");
             self.sessions.insert(
                 id,
                 Entry {

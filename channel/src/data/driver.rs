@@ -41,6 +41,7 @@ impl DataPath {
         let mut qc = QpConfig {
             max_send_wr: 4 * BACKLOG_MAX,
             max_recv_wr: 1,
+            crc: config.crc,
             ..QpConfig::default()
         };
         qc.rd.idle_timeout = config.peer_timeout;

@@ -76,7 +76,8 @@ pub enum QpState {
 /// Queue pair attributes fixed at creation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QpConfig {
-    /// Carry a real CRC32c (UD trailer, MPA FPDU CRC). On RC either side asking for it turns it on.
+    /// Carry a real CRC32c (UD trailer, MPA FPDU CRC). On RC and RD either side asking for it
+    /// turns it on for both directions.
     pub crc: bool,
     /// RC only: ask the peer for MPA markers toward us (and add them when the peer asks).
     pub markers: bool,

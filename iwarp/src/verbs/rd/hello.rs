@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! 0  type     0xE1 HELLO, 0xE2 HELLO-ACK   (reliability datagrams start 0x1_: version 1)
-//! 1  flags    0x01: the sender's datagrams carry a CRC32c trailer; others 0
+//! 1  flags    0x01: the sender asks for a CRC32c trailer (on both ways if either asks); others 0
 //! 2  reserved u16, 0
 //! 4  dst_qpn  u32  the queue pair this is for (from the sender's address handle)
 //! 8  src_qpn  u32  the sender's queue pair

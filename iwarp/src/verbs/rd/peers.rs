@@ -180,14 +180,16 @@ impl RdPath {
     }
 
     /// The peer's ids are known: open the engine session and let waiting sends go.
-    fn establish(&mut self, addr: SocketAddr, remote: Remote, now: Instant) {
+    /// Opens the engine session with the peer at `addr`. `checksum`: whether its datagrams
+    /// carry a CRC32c, both ways (MPA's rule: on if either side asks for it).
+    fn establish(&mut self, addr: SocketAddr, remote: Remote, checksum: bool, now: Instant) {
         let Some(p) = self.peers.get_mut(&addr) else {
             return;
         };
         p.remote = Some(remote);
         p.hello = None;
         self.handshaking.retain(|a| *a != addr);
-        self.endpoint.open(
+        self.endpoint.open_with(
             SessionIds {
                 local_id: p.local_id,
                 local_epoch: p.local_epoch,
@@ -195,6 +197,7 @@ impl RdPath {
                 remote_epoch: remote.epoch,
             },
             now,
+            checksum,
         );
         if !p.waiting.is_empty() {
             self.retry.push(addr);
@@ -255,12 +258,12 @@ impl RdPath {
             self.stats.dropped_control += 1;
             return;
         };
-        // A peer that disagrees about checksums could never be understood.
-        if h.dst_qpn != self.qpn || h.checksum != self.config.checksum || h.id == 0 {
+        if h.dst_qpn != self.qpn || h.id == 0 {
             self.stats.dropped_control += 1;
             return;
         }
         self.stats.control_received += 1;
+        let checksum = h.checksum || self.config.checksum;
         let remote = Remote {
             id: h.id,
             epoch: h.epoch,
@@ -272,12 +275,14 @@ impl RdPath {
                     // Our HELLO-ACK was lost: answer again.
                     Some((qpn, Some(r))) if qpn == h.src_qpn && r == remote => {}
                     // Both sides said HELLO at once.
-                    Some((qpn, None)) if qpn == h.src_qpn => self.establish(src, remote, now),
+                    Some((qpn, None)) if qpn == h.src_qpn => {
+                        self.establish(src, remote, checksum, now)
+                    }
                     // The peer restarted, or gave up on the old session: start afresh.
                     Some((qpn, Some(_))) if qpn == h.src_qpn => {
                         self.close_session(q, src);
                         self.renew_id(src);
-                        self.establish(src, remote, now);
+                        self.establish(src, remote, checksum, now);
                     }
                     other => {
                         if other.is_some() {
@@ -285,7 +290,7 @@ impl RdPath {
                         }
                         let id = self.fresh_id();
                         self.insert_peer(AddressHandle::new(src, h.src_qpn), id, self.epoch);
-                        self.establish(src, remote, now);
+                        self.establish(src, remote, checksum, now);
                     }
                 }
                 self.send_hello(src, HelloKind::Ack, (h.id, h.epoch));
@@ -301,7 +306,7 @@ impl RdPath {
                     return;
                 }
                 if self.peers.get(&src).is_some_and(|p| p.remote.is_none()) {
-                    self.establish(src, remote, now);
+                    self.establish(src, remote, checksum, now);
                 }
             }
         }
@@ -378,7 +383,8 @@ impl RdPath {
             id: ids.remote_id,
             epoch: ids.remote_epoch,
         };
-        self.establish(ah.addr, remote, now);
+        let checksum = self.config.checksum;
+        self.establish(ah.addr, remote, checksum, now);
         Ok(())
     }
 }
