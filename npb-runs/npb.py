@@ -145,6 +145,11 @@ def launch(mpi, transport, kernel, args, timeout, log, mem_report):
     return (status, float(t.group(1)) if t else None, float(mops.group(1)) if mops else None)
 
 
+# Transport counters each diwarp rank writes at finalize (FI_DIWARP_MEM_REPORT), summed per run.
+COUNTERS = ("datagrams_sent", "retransmits", "spurious_retransmits", "duplicates", "acks_sent",
+            "progress_wakes")
+
+
 def mem_summary(path):
     """Sums of the diwarp counters every rank wrote at finalize, and the largest ledger."""
     if not path.exists():
@@ -152,7 +157,7 @@ def mem_summary(path):
     tot = defaultdict(int)
     for line in path.read_text().splitlines():
         fields = dict((k, int(v)) for k, v in MEM_RE.findall(line))
-        for k in ("datagrams_sent", "retransmits", "spurious_retransmits", "duplicates"):
+        for k in COUNTERS:
             tot[k] += fields.get(k, 0)
         tot["queue_pair_max"] = max(tot["queue_pair_max"], fields.get("queue_pair", 0))
         tot["ranks"] += 1
@@ -266,8 +271,7 @@ def main():
 
     results = defaultdict(list)
     fields = ["mpi", "transport", "kernel", "class", "ranks", "run", "status", "time_s", "mops",
-              "datagrams_sent", "retransmits", "spurious_retransmits", "duplicates",
-              "queue_pair_max"]
+              *COUNTERS, "queue_pair_max"]
     with open(out / "runs.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
@@ -290,7 +294,8 @@ def main():
                     results[(key, lab)].append(row)
                     shown = f"{secs:8.2f} s" if secs is not None else "       –  "
                     extra = (f"  retransmits {m['retransmits']} ({m['spurious_retransmits']} "
-                             f"needless) of {m['datagrams_sent']} datagrams" if m else "")
+                             f"needless) of {m['datagrams_sent']} datagrams, "
+                             f"{m['progress_wakes']} progress-thread wakes" if m else "")
                     print(f"[run {run}] {key:12} {lab:18} {shown}  {status}{extra}", flush=True)
 
     md = report(results, kernels, labels, cmdline,

@@ -76,6 +76,8 @@ pub struct Endpoint {
     arrivals: Mutex<Option<UdpSocket>>,
     /// [`TICK`], in microseconds; tests stretch it to show what wakes the thread.
     tick_us: AtomicU64,
+    /// Times the progress thread made progress for an application that was not polling.
+    wakes: AtomicU64,
 }
 
 /// The progress thread wakes at least this often while the application does not poll, so
@@ -134,6 +136,7 @@ impl Endpoint {
             polls: AtomicU64::new(0),
             arrivals: Mutex::new(arrivals),
             tick_us: AtomicU64::new(TICK.as_micros() as u64),
+            wakes: AtomicU64::new(0),
         }))
     }
 
@@ -332,7 +335,7 @@ impl Endpoint {
         let m = d.memory();
         let rd = d.rd_stats().unwrap_or_default();
         let line = format!(
-            "diwarp-mem pid={} ep={} queue_pair={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} datagrams_sent={} retransmits={} spurious_retransmits={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} peers={}\n",
+            "diwarp-mem pid={} ep={} queue_pair={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} datagrams_sent={} retransmits={} spurious_retransmits={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} acks_sent={} progress_wakes={} peers={}\n",
             std::process::id(),
             self.name,
             m.queue_pair,
@@ -350,6 +353,8 @@ impl Endpoint {
             rd.tail_probes,
             rd.duplicates,
             rd.dropped_checksum,
+            rd.acks_sent,
+            self.wakes.load(Ordering::Relaxed),
             rd.peers,
         );
         let r = match dest {
@@ -446,7 +451,10 @@ fn tick(ep: &Weak<Endpoint>, stop: &AtomicBool, arrivals: Option<&UdpSocket>) {
         } else {
             match ep.data.try_lock() {
                 Some(mut d) => {
+                    ep.wakes.fetch_add(1, Ordering::Relaxed);
                     d.progress();
+                    // Nobody polls to reply soon: an ACK left waiting would cost a wake.
+                    d.flush_acks();
                     let now_taken = d.datagrams_read();
                     let stuck = woke_readable && now_taken == taken;
                     taken = now_taken;

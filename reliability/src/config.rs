@@ -38,6 +38,11 @@ pub struct Config {
     pub ack_every: u16,
     /// ... or this long after the first of them, whichever comes first.
     pub ack_delay: Duration,
+    /// ... or this long after a datagram flagged ACK_SOON (the last its sender had queued, so
+    /// no later one will fill the batch), unless data going back carries the ACK first. Short,
+    /// because a sender waiting for its send to complete waits this long; not zero, so that a
+    /// prompt reply (a ping-pong's) carries the ACK instead of a datagram of its own.
+    pub ack_soon_delay: Duration,
     /// Retransmission timeout before the first RTT sample.
     pub initial_rto: Duration,
     /// Floor of the retransmission timeout.
@@ -72,6 +77,7 @@ impl Default for Config {
             max_held_bytes: 1 << 20,
             ack_every: 32,
             ack_delay: Duration::from_micros(100),
+            ack_soon_delay: Duration::from_micros(10),
             initial_rto: Duration::from_millis(1),
             min_rto: Duration::from_millis(1),
             max_rto: Duration::from_millis(500),

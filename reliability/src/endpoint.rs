@@ -51,6 +51,8 @@ struct Entry {
     /// a later deadline needs no entry of its own (when this one pops, the session's real
     /// deadline is pushed), so busy sessions do not flood the heap.
     armed: Option<Instant>,
+    /// Listed in `Endpoint::owing`.
+    owing: bool,
 }
 
 impl Entry {
@@ -86,6 +88,8 @@ pub struct Endpoint {
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
     /// Scratch list of `handle_timeout`, kept to avoid an allocation per call.
     due: Vec<u32>,
+    /// Sessions that may owe their peer an ACK, for [`Endpoint::flush_acks`].
+    owing: Vec<u32>,
     recv_budget: Option<u32>,
     stats: EndpointStats,
 }
@@ -101,6 +105,7 @@ impl Endpoint {
             ev_ready: VecDeque::new(),
             timers: BinaryHeap::new(),
             due: Vec::new(),
+            owing: Vec::new(),
             recv_budget: None,
             stats: EndpointStats::default(),
         })
@@ -180,6 +185,7 @@ impl Endpoint {
                     tx_queued: false,
                     ev_queued: false,
                     armed: None,
+                    owing: false,
                 },
             );
             self.stats.sessions_opened += 1;
@@ -291,6 +297,10 @@ impl Endpoint {
         }
         let e = self.sessions.get_mut(&id).expect("present or opened");
         let r = e.session.handle_datagram(now, datagram, sink);
+        if !e.owing && e.session.owes_ack() {
+            e.owing = true;
+            self.owing.push(id);
+        }
         Self::touch(
             &mut self.tx_ready,
             &mut self.ev_ready,
@@ -360,6 +370,31 @@ impl Endpoint {
             self.ev_ready.pop_front();
         }
         None
+    }
+
+    /// Makes every ACK owed leave with the next transmissions instead of waiting for its
+    /// batch to fill or its delay to pass. For a caller about to stop polling (a progress
+    /// thread going back to sleep while the application computes): waiting would only mean
+    /// waking again to send the ACK, and no reply will come to carry it.
+    pub fn flush_acks(&mut self) {
+        let mut owing = std::mem::take(&mut self.owing);
+        for id in owing.drain(..) {
+            let Some(e) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            e.owing = false;
+            if e.session.owes_ack() {
+                e.session.request_ack();
+                Self::touch(
+                    &mut self.tx_ready,
+                    &mut self.ev_ready,
+                    &mut self.timers,
+                    id,
+                    e,
+                );
+            }
+        }
+        self.owing = owing;
     }
 
     /// The earliest deadline of any session (possibly a little early: stale timer entries are
@@ -441,7 +476,7 @@ impl Endpoint {
         let own = self.sessions.capacity() * (core::mem::size_of::<(u32, Entry)>() + 1)
             + (self.tx_ready.capacity() + self.ev_ready.capacity()) * 4
             + self.timers.capacity() * core::mem::size_of::<Reverse<(Instant, u32)>>()
-            + self.due.capacity() * 4;
+            + (self.due.capacity() + self.owing.capacity()) * 4;
         own + self
             .sessions
             .values()

@@ -3,8 +3,9 @@
 //! ```text
 //!  0      version:4 | kind:4      version = 1; kind 0 ACK, 1 SINGLE, 2 SEGMENT, 3 COALESCED
 //!  1      flags                   0x01 ACK_REQ (ack me now), 0x02 CHECKSUM (CRC32c trailer),
-//!                                 0x04 DSACK (ACK only: `seq` names a datagram received twice);
-//!                                 the other bits are reserved and must be zero
+//!                                 0x04 DSACK (ACK only: `seq` names a datagram received twice),
+//!                                 0x08 ACK_SOON (the sender has nothing more queued: ack within
+//!                                 the short delay); the other bits are reserved and must be zero
 //!  2..4   credit:u16              datagrams the sender of this header will accept from `ack` on
 //!  4..8   session:u32             the receiver-chosen id of the session this datagram is for
 //!  8..12  epoch:u32               the sender's incarnation
@@ -50,7 +51,11 @@ pub const FLAG_CHECKSUM: u8 = 0x02;
 /// Flag (ACK only): `seq` is a sequence number the sender of the ACK received twice, which
 /// lets the peer recognise its spurious retransmissions.
 pub const FLAG_DSACK: u8 = 0x04;
-const FLAGS_KNOWN: u8 = FLAG_ACK_REQ | FLAG_CHECKSUM | FLAG_DSACK;
+/// Flag: the sender has nothing more queued, so no later datagram will fill the receiver's ACK
+/// batch; whoever waits on this one's completion waits for the ACK, which should come after a
+/// short delay (`ack_soon_delay`) rather than the full one, unless a reply carries it first.
+pub const FLAG_ACK_SOON: u8 = 0x08;
+const FLAGS_KNOWN: u8 = FLAG_ACK_REQ | FLAG_CHECKSUM | FLAG_DSACK | FLAG_ACK_SOON;
 
 mod field {
     use core::ops::Range;
@@ -416,6 +421,8 @@ pub struct Repr {
     pub credit: u16,
     /// ACK_REQ flag.
     pub ack_req: bool,
+    /// ACK_SOON flag.
+    pub ack_soon: bool,
     /// CHECKSUM flag: a CRC32c trailer follows the payload.
     pub checksum: bool,
     /// DSACK flag (ACK only): `seq` was received twice.
@@ -481,6 +488,7 @@ impl Repr {
             sack: p.sack(),
             credit: p.credit(),
             ack_req: flags & FLAG_ACK_REQ != 0,
+            ack_soon: flags & FLAG_ACK_SOON != 0,
             checksum: flags & FLAG_CHECKSUM != 0,
             dsack: flags & FLAG_DSACK != 0,
             body,
@@ -503,6 +511,9 @@ impl Repr {
         let mut flags = 0;
         if self.ack_req {
             flags |= FLAG_ACK_REQ;
+        }
+        if self.ack_soon {
+            flags |= FLAG_ACK_SOON;
         }
         if self.checksum {
             flags |= FLAG_CHECKSUM;
@@ -623,6 +634,7 @@ mod tests {
             sack: 0x1112_1314,
             credit: 0x1516,
             ack_req: true,
+            ack_soon: false,
             checksum: false,
             dsack: false,
             body,

@@ -171,6 +171,16 @@ impl Receiver {
         self.ack_now = true;
     }
 
+    /// Something received is not acknowledged yet.
+    pub(crate) fn owes_ack(&self) -> bool {
+        self.ack_now || self.ack_at.is_some() || self.n_dsacks > 0
+    }
+
+    /// The ACK should leave by `t` at the latest.
+    pub(crate) fn ack_by(&mut self, t: Instant) {
+        self.ack_at = Some(self.ack_at.map_or(t, |a| a.min(t)));
+    }
+
     pub(crate) fn ack_due(&self, now: Instant, config: &Config) -> bool {
         self.ack_now
             || self.unacked >= u32::from(config.ack_every)

@@ -154,6 +154,7 @@ pub(crate) struct Outbound {
     pub(crate) payload: Payload,
     pub(crate) retransmit: bool,
     pub(crate) ack_req: bool,
+    pub(crate) ack_soon: bool,
 }
 
 #[derive(Debug)]
@@ -352,6 +353,7 @@ impl Sender {
                 // The peer may be sitting on a batch of ACKs; a retransmission should get an
                 // answer at once so recovery is not paced by the ACK delay.
                 ack_req: true,
+                ack_soon: false,
             }
         } else if !self.queue.is_empty() && self.window_open(config) {
             let (payload, completes) = self.cut(config);
@@ -377,6 +379,9 @@ impl Sender {
                 payload,
                 retransmit: false,
                 ack_req: full,
+                // The last of what is queued: no later datagram will fill the peer's ACK
+                // batch, and a caller may be waiting for this send to complete.
+                ack_soon: !full && self.queue.is_empty(),
             }
         } else {
             return None;

@@ -334,21 +334,23 @@ impl Session {
         if repr.body == Body::Ack {
             return Ok(());
         }
-        self.rx
-            .on_data(
-                now,
-                repr.seq,
-                repr.body,
-                payload,
-                &self.config,
-                &mut self.stats,
-                sink,
-            )
-            .map_err(|d| match d {
-                DataDrop::Duplicate => DropReason::Duplicate,
-                DataDrop::OutOfWindow => DropReason::OutOfWindow,
-                DataDrop::ReorderFull => DropReason::ReorderFull,
-            })
+        let r = self.rx.on_data(
+            now,
+            repr.seq,
+            repr.body,
+            payload,
+            &self.config,
+            &mut self.stats,
+            sink,
+        );
+        if repr.ack_soon {
+            self.rx.ack_by(now + self.config.ack_soon_delay);
+        }
+        r.map_err(|d| match d {
+            DataDrop::Duplicate => DropReason::Duplicate,
+            DataDrop::OutOfWindow => DropReason::OutOfWindow,
+            DataDrop::ReorderFull => DropReason::ReorderFull,
+        })
     }
 
     /// Schedules the release of idle memory, `RELEASE_AFTER` from now.
@@ -409,7 +411,7 @@ impl Session {
                 .tx
                 .next_outbound(now, &self.config, &self.rtt, &mut self.stats),
         };
-        let (seq, body, payload, payload_tail, retransmit, ack_req) = match (out, dsack) {
+        let (seq, body, payload, payload_tail, retransmit, ack_req, ack_soon) = match (out, dsack) {
             (Some(o), _) => (
                 o.seq,
                 o.payload.body,
@@ -417,12 +419,29 @@ impl Session {
                 o.payload.tail,
                 o.retransmit,
                 o.ack_req,
+                o.ack_soon,
             ),
-            (None, Some(dup)) => (dup, Body::Ack, Bytes::new(), Bytes::new(), false, false),
+            (None, Some(dup)) => (
+                dup,
+                Body::Ack,
+                Bytes::new(),
+                Bytes::new(),
+                false,
+                false,
+                false,
+            ),
             (None, None) if self.rx.ack_due(now, &self.config) => {
                 // An ACK consumes no sequence number; it carries the next one for the record.
                 let seq = self.tx.next_seq();
-                (seq, Body::Ack, Bytes::new(), Bytes::new(), false, false)
+                (
+                    seq,
+                    Body::Ack,
+                    Bytes::new(),
+                    Bytes::new(),
+                    false,
+                    false,
+                    false,
+                )
             }
             (None, None) => return None,
         };
@@ -437,6 +456,7 @@ impl Session {
             sack: self.rx.sack(),
             credit: self.rx.credit(),
             ack_req,
+            ack_soon,
             checksum: self.config.checksum,
             dsack: dsack.is_some(),
             body,
@@ -457,6 +477,16 @@ impl Session {
             seq: (body != Body::Ack).then_some(seq),
             retransmit,
         })
+    }
+
+    /// Something received is not acknowledged yet.
+    pub(crate) fn owes_ack(&self) -> bool {
+        !self.failed && self.rx.owes_ack()
+    }
+
+    /// Sends the ACK owed with the next transmission, without waiting for its batch or delay.
+    pub(crate) fn request_ack(&mut self) {
+        self.rx.request_ack();
     }
 
     /// The earliest moment `handle_timeout` has something to do.

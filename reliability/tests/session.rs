@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use reliability::header::{Kind, Packet};
+use reliability::header::{Kind, Packet, FLAG_ACK_SOON};
 use reliability::{
     Config, Delivery, Event, MsgId, Placement, SendError, Session, SessionIds, Sink,
 };
@@ -66,6 +66,8 @@ fn acks_batched_by_count_and_delay_and_piggybacked() {
     let cfg = Config {
         ack_every: 4,
         ack_delay: Duration::from_micros(100),
+        // Each message here is the last its sender has queued: see the next test.
+        ack_soon_delay: Duration::from_micros(100),
         ..Config::default()
     };
     let (mut a, mut b) = pair(cfg, t0);
@@ -117,6 +119,59 @@ fn acks_batched_by_count_and_delay_and_piggybacked() {
     assert!(a.is_idle());
     assert_eq!(b.stats().acks_sent, 2);
     assert_eq!(sink.delivered.len(), 8);
+}
+
+#[test]
+fn the_last_datagram_queued_is_acknowledged_after_the_short_delay() {
+    // A sender blocked on its send's completion waits for the ACK: when nothing more is
+    // queued behind a datagram, the receiver must not sit on the ACK for the full delay.
+    let t0 = Instant::now();
+    let cfg = Config {
+        ack_delay: Duration::from_micros(100),
+        ack_soon_delay: Duration::from_micros(10),
+        ..Config::default()
+    };
+    let (mut a, mut b) = pair(cfg, t0);
+    let mut sink = Collect::default();
+    a.send(t0, vec![7u8; 200_000]).unwrap();
+    let out = drain(&mut a, t0);
+    assert_eq!(out.len(), 4);
+    let soon: Vec<bool> = out
+        .iter()
+        .map(|d| Packet::new_checked(&d[..]).unwrap().flags() & FLAG_ACK_SOON != 0)
+        .collect();
+    assert_eq!(soon, [false, false, false, true]);
+    for d in &out[..3] {
+        b.handle_datagram(t0, d, &mut sink).unwrap();
+    }
+    assert_eq!(b.poll_timeout(), Some(t0 + Duration::from_micros(100)));
+    let t1 = t0 + Duration::from_micros(3);
+    b.handle_datagram(t1, &out[3], &mut sink).unwrap();
+    assert_eq!(b.poll_timeout(), Some(t1 + Duration::from_micros(10)));
+    assert!(
+        drain(&mut b, t1).is_empty(),
+        "a prompt reply may still carry it"
+    );
+    let t2 = t1 + Duration::from_micros(10);
+    b.handle_timeout(t2);
+    let acks = drain(&mut b, t2);
+    assert_eq!(acks.len(), 1);
+    assert_eq!(kind(&acks[0]), Kind::Ack);
+    a.handle_datagram(t2, &acks[0], &mut Collect::default())
+        .unwrap();
+    assert_eq!(events(&mut a), vec![Event::SendAcked(MsgId(0))]);
+    // The reply case: data going back before the deadline carries the ACK, none of its own.
+    a.send(t2, vec![1u8]).unwrap();
+    let d = drain(&mut a, t2);
+    b.handle_datagram(t2, &d[0], &mut sink).unwrap();
+    b.send(t2, vec![2u8]).unwrap();
+    let reply = drain(&mut b, t2);
+    assert_eq!(reply.len(), 1);
+    assert_eq!(kind(&reply[0]), Kind::Single);
+    let t3 = t2 + Duration::from_micros(10);
+    b.handle_timeout(t3);
+    assert!(drain(&mut b, t3).is_empty());
+    assert_eq!(b.stats().acks_sent, 1);
 }
 
 #[test]

@@ -235,6 +235,11 @@ impl DataPath {
         self.qp.rd_stats()
     }
 
+    /// Sends the ACKs owed now: the caller stops polling for a while.
+    pub fn flush_acks(&mut self) {
+        self.qp.flush_acks();
+    }
+
     /// Datagrams read off the socket so far.
     pub fn datagrams_read(&self) -> u64 {
         self.qp.rd_datagrams_read().unwrap_or(0)

@@ -517,8 +517,15 @@ impl QueuePair {
         }
     }
 
-    /// RD: counters of the reliability engine (summed over all sessions) and of the queue
-    /// pair.
+    /// RD only: sends every ACK owed now, instead of after its batch or delay. For a caller
+    /// that stops polling for a while (a progress thread going back to sleep): otherwise it
+    /// would have to wake again just to send them. Other kinds have nothing to do.
+    pub fn flush_acks(&mut self) {
+        if let Path::Rd(rd) = &mut self.path {
+            rd.flush_acks();
+        }
+    }
+
     /// RD only: datagrams read off the socket so far (cheap, unlike [`Self::rd_stats`]).
     pub fn rd_datagrams_read(&self) -> Option<u64> {
         match &self.path {
@@ -527,6 +534,8 @@ impl QueuePair {
         }
     }
 
+    /// RD: counters of the reliability engine (summed over all sessions) and of the queue
+    /// pair.
     pub fn rd_stats(&self) -> Option<RdStats> {
         match &self.path {
             Path::Rd(rd) => Some(rd.stats()),

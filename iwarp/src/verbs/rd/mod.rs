@@ -693,6 +693,11 @@ impl RdPath {
     }
 
     /// Datagrams read off the socket so far, without summing the sessions' counters.
+    pub(crate) fn flush_acks(&mut self) {
+        self.endpoint.flush_acks();
+        self.transmit(Instant::now());
+    }
+
     pub(crate) fn datagrams_read(&self) -> u64 {
         self.stats.datagrams_read
     }
