@@ -223,7 +223,8 @@ impl State {
             outstanding: 1,
             cleared: true,
         };
-        if len <= self.eager {
+        // An inject is copied whatever the eager size: its buffer is the caller's again at once.
+        if len <= self.eager || a.flags & FI_INJECT != 0 {
             let mut bytes = Vec::with_capacity(MATCH_HEADER + len);
             wire::eager(&mut bytes, self.name.qpn, &m);
             a.mem.read_into(0, len, &mut bytes);

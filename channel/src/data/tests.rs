@@ -487,3 +487,32 @@ fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
     assert_eq!((c.op_context, c.tag, c.len, c.src), (2, 5, 100, Some(1)));
     assert_eq!(*buf.lock(), pattern(100, 9));
 }
+
+#[test]
+fn an_inject_above_the_eager_size_is_copied_at_once() {
+    // The caller may reuse an injected buffer as soon as the call returns, so an inject larger
+    // than the eager size must not go by rendezvous, which reads the buffer later.
+    let (a, b) = pair_with(Config {
+        eager_size: 1024,
+        ..Config::default()
+    });
+    let want = pattern(crate::info::INJECT_SIZE, 5);
+    let (mem, backing) = UserMem::owned(want.clone());
+    let inject = |mem| SendArgs {
+        kind: Kind::Tagged,
+        dest: 1,
+        mem,
+        tag: 12,
+        data: None,
+        context: 0,
+        flags: FI_INJECT,
+    };
+    a.ep.send(inject(mem)).unwrap();
+    backing.lock().fill(0xEE);
+    let buf = recv(&b, 0, Kind::Tagged, 12, want.len(), 90);
+    let c = ok(next(&b, &a));
+    assert_eq!((c.op_context, c.tag, c.len), (90, 12, want.len()));
+    assert!(*buf.lock() == want, "the receiver got the reused buffer");
+    let (big, _) = UserMem::owned(vec![0; crate::info::INJECT_SIZE + 1]);
+    assert_eq!(a.ep.send(inject(big)).unwrap_err(), Errno::INVAL);
+}
