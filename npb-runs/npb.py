@@ -190,8 +190,7 @@ def report(results, kernels, labels, cmdline, when):
         "HANG = killed at the timeout, `wrong` = verification failed. Two ranks are bound to the",
         "two cores; more ranks are oversubscribed and unbound.",
         "",
-        "| kernel | " + " | ".join(labels) + " | " +
-        " | ".join(f"{diwarp} ÷ {p}" for p in peers) + " |",
+        "| " + " | ".join(["kernel", *labels, *(f"{diwarp} ÷ {p}" for p in peers)]) + " |",
         "|---|" + "---:|" * (len(labels) + len(peers)),
     ]
     for k, c, n, _ in kernels:
@@ -207,7 +206,7 @@ def report(results, kernels, labels, cmdline, when):
                 ratios.append(f"{meds[diwarp] / meds[p]:.2f}")
             else:
                 ratios.append("–")
-        lines.append(f"| {key} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+        lines.append("| " + " | ".join([key, *cells, *ratios]) + " |")
     return "\n".join(lines) + "\n"
 
 
