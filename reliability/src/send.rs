@@ -157,6 +157,23 @@ pub(crate) struct Outbound {
     pub(crate) ack_soon: bool,
 }
 
+impl Outbound {
+    /// A bare ACK: no payload, nothing asked of the peer.
+    pub(crate) fn ack(seq: Seq) -> Outbound {
+        Outbound {
+            seq,
+            payload: Payload {
+                body: Body::Ack,
+                data: Bytes::new(),
+                tail: Bytes::new(),
+            },
+            retransmit: false,
+            ack_req: false,
+            ack_soon: false,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Sender {
     queue: VecDeque<Outgoing>,

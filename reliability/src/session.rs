@@ -11,7 +11,7 @@ use crate::config::{Config, ConfigError};
 use crate::header::{self, Body, HeaderError, Repr, MAX_HEADER_LEN};
 use crate::reassembly::{DataDrop, Receiver, Sink};
 use crate::rtt::RttEstimator;
-use crate::send::Sender;
+use crate::send::{Outbound, Payload, Sender};
 use crate::seq::{MsgId, MsgRange, Seq};
 use crate::stats::{Memory, RttStats, Stats};
 
@@ -411,40 +411,25 @@ impl Session {
                 .tx
                 .next_outbound(now, &self.config, &self.rtt, &mut self.stats),
         };
-        let (seq, body, payload, payload_tail, retransmit, ack_req, ack_soon) = match (out, dsack) {
-            (Some(o), _) => (
-                o.seq,
-                o.payload.body,
-                o.payload.data,
-                o.payload.tail,
-                o.retransmit,
-                o.ack_req,
-                o.ack_soon,
-            ),
-            (None, Some(dup)) => (
-                dup,
-                Body::Ack,
-                Bytes::new(),
-                Bytes::new(),
-                false,
-                false,
-                false,
-            ),
-            (None, None) if self.rx.ack_due(now, &self.config) => {
-                // An ACK consumes no sequence number; it carries the next one for the record.
-                let seq = self.tx.next_seq();
-                (
-                    seq,
-                    Body::Ack,
-                    Bytes::new(),
-                    Bytes::new(),
-                    false,
-                    false,
-                    false,
-                )
-            }
+        let o = match (out, dsack) {
+            (Some(o), _) => o,
+            (None, Some(dup)) => Outbound::ack(dup),
+            // An ACK consumes no sequence number; it carries the next one for the record.
+            (None, None) if self.rx.ack_due(now, &self.config) => Outbound::ack(self.tx.next_seq()),
             (None, None) => return None,
         };
+        let Outbound {
+            seq,
+            payload:
+                Payload {
+                    body,
+                    data: payload,
+                    tail: payload_tail,
+                },
+            retransmit,
+            ack_req,
+            ack_soon,
+        } = o;
         if body == Body::Ack {
             self.stats.acks_sent += 1;
         }

@@ -190,7 +190,8 @@ impl State {
     pub fn send(&mut self, a: SendArgs) -> Result<()> {
         let name = self.av()?.lookup(a.dest)?;
         let len = a.mem.len();
-        if a.flags & FI_INJECT != 0 && len > INJECT_SIZE {
+        let inject = a.flags & FI_INJECT != 0;
+        if inject && len > INJECT_SIZE {
             return Err(Errno::INVAL);
         }
         let m = Matching {
@@ -224,11 +225,11 @@ impl State {
             cleared: true,
         };
         // An inject is copied whatever the eager size: its buffer is the caller's again at once.
-        if len <= self.eager || a.flags & FI_INJECT != 0 {
+        if len <= self.eager || inject {
             let mut bytes = Vec::with_capacity(MATCH_HEADER + len);
             wire::eager(&mut bytes, self.name.qpn, &m);
             a.mem.read_into(0, len, &mut bytes);
-            let role = if a.flags & FI_INJECT != 0 {
+            let role = if inject {
                 // The bytes are copied: the injected send is done as far as the caller goes.
                 self.out
                     .send_done(send_completion(a.kind, a.context, len), a.flags);

@@ -1,7 +1,9 @@
-//! `Endpoint::poll_transmit_gather` emits the same datagrams as `poll_transmit`, in pieces.
+//! An endpoint driven by hand: `poll_transmit_gather` emits the same datagrams as
+//! `poll_transmit`, in pieces; `flush_acks` sends an ACK owed at once.
 
 use std::time::{Duration, Instant};
 
+use reliability::header::{Kind, Packet};
 use reliability::{Config, Delivery, Endpoint, MsgId, Placement, SessionIds, Sink};
 
 #[derive(Default)]
@@ -139,4 +141,39 @@ fn parts_match_the_joined_message() {
             assert_eq!(&whole[..], &buf[..t.size], "{head_len}+{body_len}");
         }
     }
+}
+
+fn transmit(e: &mut Endpoint, now: Instant) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    while e.poll_transmit(now, &mut buf).is_some() {
+        out.push(buf.clone());
+    }
+    out
+}
+
+#[test]
+fn an_owed_ack_leaves_when_flushed() {
+    let now = Instant::now();
+    let (mut a, mut b, ids) = pair(now);
+    // Four segments; the first two are neither a full batch nor the last queued.
+    a.send(ids.local_id, now, vec![3u8; 200_000]).unwrap();
+    let out = transmit(&mut a, now);
+    assert_eq!(out.len(), 4);
+    for d in &out[..2] {
+        b.handle_datagram(now, d, &mut (), |_, _| None).unwrap();
+    }
+    assert!(
+        transmit(&mut b, now).is_empty(),
+        "the ACK waits for its delay"
+    );
+    b.flush_acks();
+    let acks = transmit(&mut b, now);
+    assert_eq!(acks.len(), 1);
+    let p = Packet::new_checked(&acks[0][..]).unwrap();
+    assert_eq!(p.kind().unwrap(), Kind::Ack);
+    assert_eq!(p.ack().0, 2, "both segments acknowledged");
+    // Nothing owed any more: a second flush sends nothing.
+    b.flush_acks();
+    assert!(transmit(&mut b, now).is_empty());
 }
