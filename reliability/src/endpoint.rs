@@ -218,25 +218,27 @@ impl Endpoint {
         self.sessions.is_empty()
     }
 
-    /// Queues a message on an open session.
+    /// Queues a message on an open session; its sender waits for the acknowledgement.
     pub fn send(
         &mut self,
         local_id: u32,
         now: Instant,
         data: impl Into<Bytes>,
     ) -> Result<MsgId, SendError> {
-        self.send_parts(local_id, now, Bytes::new(), data.into())
+        self.send_parts(local_id, now, Bytes::new(), data.into(), true)
             .map_err(|r| r.error)
     }
 
     /// Queues the message `head` then `body` on an open session, without joining them (see
-    /// [`Session::send_parts`]); a refused message comes back with the reason.
+    /// [`Session::send_parts`], also for `awaited`); a refused message comes back with the
+    /// reason.
     pub fn send_parts(
         &mut self,
         local_id: u32,
         now: Instant,
         head: Bytes,
         body: Bytes,
+        awaited: bool,
     ) -> Result<MsgId, Refused> {
         let Some(e) = self.sessions.get_mut(&local_id) else {
             return Err(Refused {
@@ -245,7 +247,7 @@ impl Endpoint {
                 body,
             });
         };
-        let r = e.session.send_parts(now, head, body);
+        let r = e.session.send_parts(now, head, body, awaited);
         Self::touch(
             &mut self.tx_ready,
             &mut self.ev_ready,

@@ -184,6 +184,9 @@ pub(crate) struct Sender {
     next_msg: MsgId,
     /// Oldest message not yet acknowledged.
     unacked_msg: MsgId,
+    /// One past the newest message whose sender waits for its acknowledgement: while any
+    /// such message is unacknowledged, the last datagram queued carries ACK_SOON.
+    awaited_end: MsgId,
     una: Seq,
     nxt: Seq,
     flight: VecDeque<InFlight>,
@@ -233,6 +236,7 @@ impl Sender {
             charged: 0,
             next_msg: MsgId(config.initial_seq),
             unacked_msg: MsgId(config.initial_seq),
+            awaited_end: MsgId(config.initial_seq),
             una: isn,
             nxt: isn,
             flight: VecDeque::new(),
@@ -264,9 +268,15 @@ impl Sender {
     }
 
     /// Queues the message `head` then `data`.
-    pub(crate) fn push(&mut self, head: Bytes, data: Bytes) -> MsgId {
+    pub(crate) fn push(&mut self, head: Bytes, data: Bytes, awaited: bool) -> MsgId {
         let id = self.next_msg;
         self.next_msg = id.next();
+        if awaited {
+            self.awaited_end = self.next_msg;
+        } else if !self.awaits_ack() {
+            // Kept near the window, so it cannot drift 2^31 messages behind and wrap.
+            self.awaited_end = id;
+        }
         let m = Outgoing {
             id,
             head,
@@ -277,6 +287,11 @@ impl Sender {
         self.charged += m.len() + MSG_OVERHEAD;
         self.queue.push_back(m);
         id
+    }
+
+    /// Whether a message whose sender waits for its acknowledgement is unacknowledged.
+    fn awaits_ack(&self) -> bool {
+        self.awaited_end.since(self.unacked_msg) as i32 > 0
     }
 
     /// Whether the queues hold memory.
@@ -396,9 +411,11 @@ impl Sender {
                 payload,
                 retransmit: false,
                 ack_req: full,
-                // The last of what is queued: no later datagram will fill the peer's ACK
-                // batch, and a caller may be waiting for this send to complete.
-                ack_soon: !full && self.queue.is_empty(),
+                // The last of what is queued, while a caller waits for a send to complete: no
+                // later datagram will fill the peer's ACK batch. A send nobody waits for
+                // (its caller already had it copied) leaves its ACK to the usual batching;
+                // between computing ranks those extra ACKs cost more than they save.
+                ack_soon: !full && self.queue.is_empty() && self.awaits_ack(),
             }
         } else {
             return None;

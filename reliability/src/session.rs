@@ -223,11 +223,12 @@ impl Session {
         &self.config
     }
 
-    /// Queues a message, returning its id (ids count up from `initial_seq`). A `Vec<u8>`,
+    /// Queues a message its caller waits on (see `awaited` in [`Session::send_parts`]),
+    /// returning its id (ids count up from `initial_seq`). A `Vec<u8>`,
     /// `Bytes` or `&'static [u8]` is kept as it is and sliced into segments without copying;
     /// [`Session::send_slice`] copies a borrowed slice.
     pub fn send(&mut self, now: Instant, data: impl Into<Bytes>) -> Result<MsgId, SendError> {
-        self.send_parts(now, Bytes::new(), data.into())
+        self.send_parts(now, Bytes::new(), data.into(), true)
             .map_err(|r| r.error)
     }
 
@@ -236,7 +237,16 @@ impl Session {
     /// from both in place (the first one gathers the end of `head` and the start of `body`);
     /// a message short enough to travel whole is joined, which copies at most
     /// `inline_limit` bytes.
-    pub fn send_parts(&mut self, now: Instant, head: Bytes, body: Bytes) -> Result<MsgId, Refused> {
+    ///
+    /// `awaited`: the caller waits for the acknowledgement (its send completes on it), so the
+    /// peer is asked to acknowledge soon (`ack_soon_delay`) rather than after the usual delay.
+    pub fn send_parts(
+        &mut self,
+        now: Instant,
+        head: Bytes,
+        body: Bytes,
+        awaited: bool,
+    ) -> Result<MsgId, Refused> {
         let len = head.len() + body.len();
         let error = if self.failed {
             Some(SendError::PeerFailed)
@@ -262,7 +272,7 @@ impl Session {
         };
         self.stats.messages_sent += 1;
         self.busy_since.get_or_insert(now);
-        Ok(self.tx.push(head, body))
+        Ok(self.tx.push(head, body, awaited))
     }
 
     /// Queues a copy of `data`; see [`Session::send`].

@@ -120,7 +120,7 @@ fn parts_match_the_joined_message() {
         let body: Vec<u8> = (0..body_len as u32).map(|i| (i * 7) as u8).collect();
         let mut joined = head.clone();
         joined.extend_from_slice(&body);
-        a.send_parts(ids.local_id, now, head.into(), body.into())
+        a.send_parts(ids.local_id, now, head.into(), body.into(), true)
             .unwrap();
         c.send(ids.local_id, now, joined).unwrap();
         let mut buf = Vec::new();

@@ -175,6 +175,62 @@ fn the_last_datagram_queued_is_acknowledged_after_the_short_delay() {
 }
 
 #[test]
+fn a_message_nobody_waits_on_leaves_its_ack_to_the_usual_delay() {
+    // An injected send completed when it was copied: asking for an early ACK for it only adds
+    // ACK datagrams (in collectives between 4 ranks on 2 cores, almost one per message).
+    let t0 = Instant::now();
+    let cfg = Config {
+        ack_delay: Duration::from_micros(100),
+        ack_soon_delay: Duration::from_micros(10),
+        ..Config::default()
+    };
+    let (mut a, mut b) = pair(cfg, t0);
+    let mut sink = Collect::default();
+    let flags = |d: &[u8]| Packet::new_checked(d).unwrap().flags() & FLAG_ACK_SOON != 0;
+    let lazy = |a: &mut Session, t, n: u8| {
+        a.send_parts(t, Bytes::new(), Bytes::from(vec![n; 100]), false)
+            .unwrap()
+    };
+    lazy(&mut a, t0, 1);
+    let d = drain(&mut a, t0);
+    assert_eq!(d.len(), 1);
+    assert!(!flags(&d[0]));
+    b.handle_datagram(t0, &d[0], &mut sink).unwrap();
+    assert_eq!(b.poll_timeout(), Some(t0 + Duration::from_micros(100)));
+    // An awaited message still unacknowledged: a later unawaited one, the last queued, asks
+    // for the early ACK on its behalf (a cumulative ACK covers both).
+    a.send(t0, vec![2u8; 100]).unwrap();
+    lazy(&mut a, t0, 3);
+    let d = drain(&mut a, t0);
+    let soon: Vec<bool> = d.iter().map(|d| flags(d)).collect();
+    // Coalesced into one datagram or not, only the last asks.
+    assert_eq!(soon.last(), Some(&true));
+    assert!(soon[..soon.len() - 1].iter().all(|s| !s));
+    for d in &d {
+        b.handle_datagram(t0, d, &mut sink).unwrap();
+    }
+    assert_eq!(b.poll_timeout(), Some(t0 + Duration::from_micros(10)));
+    let t1 = t0 + Duration::from_micros(10);
+    b.handle_timeout(t1);
+    let acks = drain(&mut b, t1);
+    assert_eq!(acks.len(), 1);
+    a.handle_datagram(t1, &acks[0], &mut Collect::default())
+        .unwrap();
+    // Everything acknowledged: unawaited messages alone no longer ask.
+    lazy(&mut a, t1, 4);
+    let d = drain(&mut a, t1);
+    assert_eq!(d.len(), 1);
+    assert!(!flags(&d[0]));
+    b.handle_datagram(t1, &d[0], &mut sink).unwrap();
+    let got: Vec<u8> = sink
+        .delivered
+        .iter()
+        .map(|(_, m, _)| m.as_ref().expect("inline")[0])
+        .collect();
+    assert_eq!(got, [1, 2, 3, 4]);
+}
+
+#[test]
 fn small_messages_behind_a_full_window_share_a_datagram() {
     let t0 = Instant::now();
     let cfg = Config {
@@ -281,7 +337,12 @@ fn would_block_then_writable() {
     assert_eq!(a.stats().would_block, 1);
     // A refused message comes back to its owner intact, both parts.
     let refused = a
-        .send_parts(t0, Bytes::from_static(b"head"), Bytes::from(vec![7u8; 300]))
+        .send_parts(
+            t0,
+            Bytes::from_static(b"head"),
+            Bytes::from(vec![7u8; 300]),
+            true,
+        )
         .unwrap_err();
     assert_eq!(refused.error, SendError::WouldBlock);
     assert_eq!(&refused.head[..], b"head");

@@ -149,12 +149,15 @@ impl DataPath {
             }
         };
         let wr_id = self.st.id();
+        // An inject's completion was reported when it was copied, and its failure has nobody
+        // to tell: unsignaled, so the queue pair does not hurry the peer's ACK for it.
+        let signaled = !matches!(role, Role::Free);
         let wr = SendWrOwned {
             wr_id,
             opcode: SendOpcode::Send,
             data: bytes,
             ah: Some(to),
-            signaled: true,
+            signaled,
         };
         let posted = self.qp.post_send_prefixed(wr, &prefix);
         match posted {
@@ -165,7 +168,9 @@ impl DataPath {
                         r.last = Instant::now();
                     }
                 }
-                self.st.roles.insert(wr_id, role);
+                if signaled {
+                    self.st.roles.insert(wr_id, role);
+                }
             }
             Err(e) => {
                 diag!(Warn, EpData, "send to {} refused: {e}", to.addr);
@@ -227,7 +232,8 @@ impl DataPath {
 
     /// Nothing of ours is waiting for the peer: every send is acknowledged.
     pub fn idle(&self) -> bool {
-        self.st.roles.is_empty() && self.st.backlog.is_empty()
+        // Injects are posted unsignaled, so the queue pair's count covers them too.
+        self.st.roles.is_empty() && self.st.backlog.is_empty() && self.qp.sends_outstanding() == 0
     }
 
     /// The queue pair's transport counters (datagrams, retransmissions, drops).

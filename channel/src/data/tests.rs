@@ -516,3 +516,32 @@ fn an_inject_above_the_eager_size_is_copied_at_once() {
     let (big, _) = UserMem::owned(vec![0; crate::info::INJECT_SIZE + 1]);
     assert_eq!(a.ep.send(inject(big)).unwrap_err(), Errno::INVAL);
 }
+
+#[test]
+fn an_unacknowledged_inject_keeps_the_endpoint_busy() {
+    // An inject completes once copied and is posted without a completion of its own; the
+    // linger at close must still wait for its acknowledgement, or a rank's last messages
+    // could vanish with it (MPICH does no barrier at finalize for unknown providers).
+    let (a, b) = pair();
+    b.ep.shutdown();
+    drop(b);
+    let (mem, _) = UserMem::owned(pattern(64, 1));
+    a.ep.send(SendArgs {
+        kind: Kind::Tagged,
+        dest: 1,
+        mem,
+        tag: 3,
+        data: None,
+        context: 0,
+        flags: FI_INJECT,
+    })
+    .unwrap();
+    let until = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < until {
+        let _ = a.cq.read(0, |_, _| ());
+        assert!(
+            !a.ep.with_data(|d| d.idle()),
+            "an unacknowledged inject was forgotten"
+        );
+    }
+}

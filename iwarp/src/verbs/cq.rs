@@ -153,6 +153,11 @@ impl WorkQueues {
         n
     }
 
+    /// Sends posted and not yet completed (or whose completion is not yet polled).
+    pub(crate) fn sends_outstanding(&self) -> usize {
+        self.send_slots
+    }
+
     pub(crate) fn send_slots_free(&self) -> usize {
         self.max_send - self.send_slots
     }

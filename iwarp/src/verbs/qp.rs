@@ -347,6 +347,12 @@ impl QueuePair {
         }
     }
 
+    /// Sends posted, signaled or not, that have not completed or whose completion is not yet
+    /// polled: zero once every RD message is acknowledged.
+    pub fn sends_outstanding(&self) -> usize {
+        self.queues.sends_outstanding()
+    }
+
     /// Send slots free (see [`QpConfig::max_send_wr`]).
     pub fn send_queue_space(&self) -> usize {
         self.queues.send_slots_free()

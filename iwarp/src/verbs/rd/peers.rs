@@ -59,7 +59,8 @@ impl OutMsg {
             data,
             pooled,
         } = self;
-        match engine.send_parts(local_id, now, head, data) {
+        // An unsignaled send is one nobody waits on: its ACK need not hurry.
+        match engine.send_parts(local_id, now, head, data, signaled) {
             Ok(msg) => Ok(Inflight {
                 msg,
                 wr_id,
