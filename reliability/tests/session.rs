@@ -121,17 +121,22 @@ fn acks_batched_by_count_and_delay_and_piggybacked() {
     assert_eq!(sink.delivered.len(), 8);
 }
 
-#[test]
-fn the_last_datagram_queued_is_acknowledged_after_the_short_delay() {
-    // A sender blocked on its send's completion waits for the ACK: when nothing more is
-    // queued behind a datagram, the receiver must not sit on the ACK for the full delay.
-    let t0 = Instant::now();
+/// A pair acknowledging after 100 us, or 10 us when asked to (ACK_SOON).
+fn ack_soon_pair(t0: Instant) -> (Session, Session) {
     let cfg = Config {
         ack_delay: Duration::from_micros(100),
         ack_soon_delay: Duration::from_micros(10),
         ..Config::default()
     };
-    let (mut a, mut b) = pair(cfg, t0);
+    pair(cfg, t0)
+}
+
+#[test]
+fn the_last_datagram_queued_is_acknowledged_after_the_short_delay() {
+    // A sender blocked on its send's completion waits for the ACK: when nothing more is
+    // queued behind a datagram, the receiver must not sit on the ACK for the full delay.
+    let t0 = Instant::now();
+    let (mut a, mut b) = ack_soon_pair(t0);
     let mut sink = Collect::default();
     a.send(t0, vec![7u8; 200_000]).unwrap();
     let out = drain(&mut a, t0);
@@ -179,12 +184,7 @@ fn a_message_nobody_waits_on_leaves_its_ack_to_the_usual_delay() {
     // An injected send completed when it was copied: asking for an early ACK for it only adds
     // ACK datagrams (in collectives between 4 ranks on 2 cores, almost one per message).
     let t0 = Instant::now();
-    let cfg = Config {
-        ack_delay: Duration::from_micros(100),
-        ack_soon_delay: Duration::from_micros(10),
-        ..Config::default()
-    };
-    let (mut a, mut b) = pair(cfg, t0);
+    let (mut a, mut b) = ack_soon_pair(t0);
     let mut sink = Collect::default();
     let flags = |d: &[u8]| Packet::new_checked(d).unwrap().flags() & FLAG_ACK_SOON != 0;
     let lazy = |a: &mut Session, t, n: u8| {
