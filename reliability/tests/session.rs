@@ -82,12 +82,7 @@ fn acks_batched_by_count_and_delay_and_piggybacked() {
     assert!(drain(&mut b, t0).is_empty());
     assert_eq!(b.poll_timeout(), Some(t0 + Duration::from_micros(100)));
     let later = t0 + Duration::from_micros(100);
-    b.handle_timeout(later);
-    let acks = drain(&mut b, later);
-    assert_eq!(acks.len(), 1);
-    assert_eq!(kind(&acks[0]), Kind::Ack);
-    a.handle_datagram(later, &acks[0], &mut Collect::default())
-        .unwrap();
+    timed_ack(&mut b, &mut a, later);
     let acked: Vec<_> = events(&mut a);
     assert_eq!(
         acked,
@@ -119,6 +114,16 @@ fn acks_batched_by_count_and_delay_and_piggybacked() {
     assert!(a.is_idle());
     assert_eq!(b.stats().acks_sent, 2);
     assert_eq!(sink.delivered.len(), 8);
+}
+
+/// Runs `from`'s timers at `t`, which must send exactly one bare ACK, and hands it to `to`.
+fn timed_ack(from: &mut Session, to: &mut Session, t: Instant) {
+    from.handle_timeout(t);
+    let acks = drain(from, t);
+    assert_eq!(acks.len(), 1);
+    assert_eq!(kind(&acks[0]), Kind::Ack);
+    to.handle_datagram(t, &acks[0], &mut Collect::default())
+        .unwrap();
 }
 
 /// A pair acknowledging after 100 us, or 10 us when asked to (ACK_SOON).
@@ -158,12 +163,7 @@ fn the_last_datagram_queued_is_acknowledged_after_the_short_delay() {
         "a prompt reply may still carry it"
     );
     let t2 = t1 + Duration::from_micros(10);
-    b.handle_timeout(t2);
-    let acks = drain(&mut b, t2);
-    assert_eq!(acks.len(), 1);
-    assert_eq!(kind(&acks[0]), Kind::Ack);
-    a.handle_datagram(t2, &acks[0], &mut Collect::default())
-        .unwrap();
+    timed_ack(&mut b, &mut a, t2);
     assert_eq!(events(&mut a), vec![Event::SendAcked(MsgId(0))]);
     // The reply case: data going back before the deadline carries the ACK, none of its own.
     a.send(t2, vec![1u8]).unwrap();
@@ -211,11 +211,7 @@ fn a_message_nobody_waits_on_leaves_its_ack_to_the_usual_delay() {
     }
     assert_eq!(b.poll_timeout(), Some(t0 + Duration::from_micros(10)));
     let t1 = t0 + Duration::from_micros(10);
-    b.handle_timeout(t1);
-    let acks = drain(&mut b, t1);
-    assert_eq!(acks.len(), 1);
-    a.handle_datagram(t1, &acks[0], &mut Collect::default())
-        .unwrap();
+    timed_ack(&mut b, &mut a, t1);
     // Everything acknowledged: unawaited messages alone no longer ask.
     lazy(&mut a, t1, 4);
     let d = drain(&mut a, t1);

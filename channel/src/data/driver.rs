@@ -232,8 +232,9 @@ impl DataPath {
 
     /// Nothing of ours is waiting for the peer: every send is acknowledged.
     pub fn idle(&self) -> bool {
-        // Injects are posted unsignaled, so the queue pair's count covers them too.
-        self.st.roles.is_empty() && self.st.backlog.is_empty() && self.qp.sends_outstanding() == 0
+        // The queue pair counts every send posted until its completion is polled, unsignaled
+        // injects included; a send with a role in `roles` is one of them.
+        self.st.backlog.is_empty() && self.qp.sends_outstanding() == 0
     }
 
     /// The queue pair's transport counters (datagrams, retransmissions, drops).

@@ -692,12 +692,13 @@ impl RdPath {
         .min()
     }
 
-    /// Datagrams read off the socket so far, without summing the sessions' counters.
+    /// Sends every ACK owed now (see [`Endpoint::flush_acks`]).
     pub(crate) fn flush_acks(&mut self) {
         self.endpoint.flush_acks();
         self.transmit(Instant::now());
     }
 
+    /// Datagrams read off the socket so far, without summing the sessions' counters.
     pub(crate) fn datagrams_read(&self) -> u64 {
         self.stats.datagrams_read
     }

@@ -181,8 +181,8 @@ impl RdPath {
     }
 
     /// The peer's ids are known: open the engine session and let waiting sends go.
-    /// Opens the engine session with the peer at `addr`. `checksum`: whether its datagrams
-    /// carry a CRC32c, both ways (MPA's rule: on if either side asks for it).
+    /// `checksum`: whether the session's datagrams carry a CRC32c, both ways (MPA's rule: on
+    /// if either side asks for it).
     fn establish(&mut self, addr: SocketAddr, remote: Remote, checksum: bool, now: Instant) {
         let Some(p) = self.peers.get_mut(&addr) else {
             return;
