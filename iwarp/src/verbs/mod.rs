@@ -29,6 +29,7 @@ mod dgram;
 mod error;
 pub mod fault;
 mod io;
+mod link;
 mod qp;
 mod rc;
 mod rd;
@@ -102,6 +103,10 @@ pub struct QpConfig {
     /// a silent peer may keep sends pending, handshake included). Its `checksum` is taken from
     /// [`QpConfig::crc`].
     pub rd: RdConfig,
+    /// RD only: cut datagrams no larger than the link the socket is bound to carries
+    /// unfragmented (its MTU less the IP and UDP headers), whatever `rd.max_datagram_size`
+    /// allows. Off: `rd.max_datagram_size` as given, IP fragments if the link needs them.
+    pub fit_mtu: bool,
 }
 
 /// The largest [`QpConfig::max_ulpdu`]: an MPA ULPDU is at most 65535 bytes, 18 of which are the
@@ -122,6 +127,7 @@ impl Default for QpConfig {
             socket_buffer: None,
             faults: None,
             rd: RdConfig::default(),
+            fit_mtu: true,
         }
     }
 }

@@ -99,6 +99,10 @@ pub struct Args {
     /// handing the buffer over with `post_send_owned`.
     #[arg(long)]
     pub rd_copy: bool,
+    /// RD: largest datagram in bytes (IP fragments if above the link's MTU). Default: what the
+    /// link carries unfragmented, up to 65507.
+    #[arg(long, value_parser = parse_size)]
+    pub datagram_size: Option<usize>,
     /// Raw floors: receive each message into a buffer of its own (window + 1 message-sized
     /// buffers in turn, as RD's posted receives are), instead of one reused 1 MiB scratch buffer
     /// (64 KiB for UDP) that stays in cache whatever the message size.

@@ -308,12 +308,17 @@ fn raw_dest(args: &Args) -> Option<Dest> {
 }
 
 fn qp_config(args: &Args) -> QpConfig {
-    QpConfig {
+    let mut c = QpConfig {
         crc: args.crc.on(),
         markers: args.markers.on(),
         connect_timeout: args.timeout(),
         ..QpConfig::default()
+    };
+    if let Some(n) = args.datagram_size {
+        c.rd.max_datagram_size = n;
+        c.fit_mtu = false;
     }
+    c
 }
 
 /// Accepts one connection within `--timeout`, giving up early if `child` (the responder that

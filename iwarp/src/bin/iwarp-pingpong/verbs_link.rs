@@ -211,7 +211,7 @@ impl Link for VerbsLink {
             "datagrams sent {} received {}, retransmits {} (spurious {}, timeouts {}, probes {}), \
              duplicates {}, out-of-order {}, dropped {} (crc {}), acks {}, window full {}, \
              srtt {:?}, \
-             parked {}, refused {}",
+             parked {}, refused {}, datagram size {}, gso sends {}, gro runs {}",
             s.datagrams_sent,
             s.datagrams_received,
             s.retransmits,
@@ -227,6 +227,9 @@ impl Link for VerbsLink {
             s.srtt.unwrap_or_default(),
             s.parked,
             s.refused,
+            s.max_datagram_size,
+            s.gso_sends,
+            s.gro_runs,
         );
         if let Some(f) = self.qp.fault_stats() {
             line += &format!(

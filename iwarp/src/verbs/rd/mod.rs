@@ -33,17 +33,18 @@ use socket2::SockRef;
 use super::cq::WorkQueues;
 use super::dgram::DatagramSocket;
 use super::fault::FaultStats;
+use super::link;
 use super::rng::SplitMix64;
 use super::{AddressHandle, QpConfig, SendOpcode, SendWr, SendWrOwned, VerbsError, WcStatus};
 use crate::wire::datagram::{self, MAX_QPN};
 use crate::wire::rdmap::{Opcode, SegmentRepr};
 use peers::{OutMsg, Peer};
 use pool::BufPool;
-use ring::{RecvRing, RX_BATCH};
+use ring::RecvRing;
 pub use rx::RdReceiver;
 use rx::{Gate, ReceiverSink, RxSink, Stash, DDP_HEADER};
 pub use stats::RdStats;
-use tx::{TxItem, TxQueue, TX_BATCH};
+use tx::{TxItem, TxQueue};
 
 /// Largest RD message: the engine carries up to `u32::MAX` bytes, header included.
 pub const RD_MAX_MESSAGE: usize = u32::MAX as usize - DDP_HEADER;
@@ -63,6 +64,10 @@ const OWNED_MIN: usize = 8 << 10;
 
 /// `recvmmsg` batches per poll, so one poll cannot starve the caller.
 const RX_ROUNDS: usize = 4;
+/// Datagrams up to this size (an MTU of Ethernet jumbo frames and below) are read with UDP
+/// receive offload: the kernel hands over runs of them in one buffer, as TCP hands over a
+/// stream, instead of one system call's share and one socket-buffer entry per datagram.
+const GRO_MAX_DATAGRAM: usize = 9 << 10;
 
 /// The peer tables are looked up several times per datagram. SipHash, std's default, costs
 /// more than the rest of a lookup; foldhash is seeded per process (so keys an attacker picks,
@@ -121,8 +126,14 @@ impl RdPath {
         config: &QpConfig,
         qpn: u32,
     ) -> Result<RdPath, VerbsError> {
+        let local = socket.local_addr()?;
         let mut rd = config.rd.clone();
         rd.checksum = config.crc;
+        if config.fit_mtu {
+            if let Some(limit) = link::udp_payload_limit(local.ip()) {
+                rd.max_datagram_size = rd.max_datagram_size.min(limit);
+            }
+        }
         let mut endpoint = Endpoint::new(rd.clone())
             .map_err(|e| VerbsError::InvalidArgument(e.to_string().into()))?;
         // Linux reports twice the size asked for (its bookkeeping share included); a full
@@ -132,7 +143,10 @@ impl RdPath {
         let budget = (granted / (2 * rd.max_datagram_size)).max(1);
         endpoint.set_recv_budget(u32::try_from(budget).unwrap_or(u32::MAX));
         let sock = DatagramSocket::new(socket, config.faults.as_ref())?;
-        let local = sock.socket().local_addr()?;
+        let mut ring = Box::new(RecvRing::new());
+        if rd.max_datagram_size <= GRO_MAX_DATAGRAM {
+            ring.enable_gro(sock.socket());
+        }
         let mut rng = SplitMix64::from_entropy(u64::from(qpn) ^ (u64::from(local.port()) << 32));
         let epoch = loop {
             let e = rng.next_u32();
@@ -152,7 +166,7 @@ impl RdPath {
             by_id: FastMap::default(),
             handshaking: Vec::new(),
             retry: Vec::new(),
-            ring: Some(Box::new(RecvRing::new())),
+            ring: Some(ring),
             parked: VecDeque::new(),
             stash: Stash::default(),
             tx: TxQueue::default(),
@@ -408,13 +422,14 @@ impl RdPath {
                     self.park(&mut ring, i, len, src, session, seq);
                 }
             }
+            let ring_drained = ring.drained();
             self.ring = Some(ring);
             if n == 1 && rounds == 0 && !self.events_deferred {
                 return Ok(true);
             }
             // ACKs leave between batches, not only at the end of a long poll.
             self.service(q, now);
-            if n < RX_BATCH {
+            if ring_drained {
                 return Ok(false);
             }
             rounds += 1;
@@ -628,7 +643,7 @@ impl RdPath {
                 return;
             }
             let mut drained = false;
-            while self.tx.len() < TX_BATCH {
+            while self.tx.wants_more() {
                 let mut header = [0u8; MAX_HEADER_LEN];
                 let Some((id, t)) = self.endpoint.poll_transmit_gather(now, &mut header) else {
                     drained = true;
@@ -710,6 +725,9 @@ impl RdPath {
             s.srtt = s.srtt.max(session.rtt().srtt);
         }
         s.peers = self.peers.len();
+        s.gso_sends = self.tx.gso_sends;
+        s.gro_runs = self.ring.as_ref().map_or(0, |r| r.gro_runs);
+        s.max_datagram_size = self.config.max_datagram_size;
         s
     }
 

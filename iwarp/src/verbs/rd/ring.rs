@@ -1,62 +1,102 @@
 //! The receive side of the RD socket: a reusable ring of 64 KiB buffers filled by one
 //! `recvmmsg`. Datagrams are placed from here into the posted receives, so the kernel never
 //! writes into a caller's buffer at a guessed offset.
+//!
+//! With UDP receive offload (GRO, on when datagrams are cut to a small MTU) one buffer may
+//! hold a run of datagrams the kernel coalesced, all as long as the first but the last; the
+//! `UDP_GRO` control message gives that length, and the ring hands them out one by one.
 
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 
 use nix::errno::Errno;
-use nix::sys::socket::{recvmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
+use nix::sys::socket::{
+    recvmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage,
+};
 
 use super::super::io;
 
-/// Datagrams per `recvmmsg`.
+/// Messages (datagrams, or runs of them under GRO) per `recvmmsg`.
 pub(crate) const RX_BATCH: usize = 16;
-/// Room for the largest UDP payload (65 527 bytes over IPv6).
+/// Room for the largest UDP payload (65 527 bytes over IPv6), or for a coalesced run.
 pub(crate) const SLOT: usize = 1 << 16;
 /// A datagram this long is part of a bulk transfer: more are probably queued behind it.
 const BULK: usize = 16 << 10;
 
+/// Where datagram `i` of the last `recv` lies: its slot and byte range there.
+#[derive(Clone, Copy, Default)]
+struct Datagram {
+    slot: u16,
+    start: u32,
+    end: u32,
+}
+
 #[derive(Default)]
 pub(crate) struct RecvRing {
     slots: Vec<Vec<u8>>,
+    /// Per slot: bytes read and who sent them.
     meta: [(usize, Option<SocketAddr>); RX_BATCH],
+    /// The datagrams of the last `recv`, in order.
+    datagrams: Vec<Datagram>,
+    /// Messages the last `recv` read.
+    messages: usize,
     /// Buffers to swap in for slots whose datagram was set aside.
     spare: Vec<Vec<u8>>,
     /// Datagrams are streaming in: batch the next read.
     busy: bool,
+    /// The socket coalesces runs of datagrams (UDP_GRO is on): every read must take the
+    /// control message that says how to cut them apart.
+    gro: bool,
+    /// Reads that held a coalesced run of two or more datagrams.
+    pub(crate) gro_runs: u64,
 }
 
 impl RecvRing {
     pub(crate) fn new() -> RecvRing {
         RecvRing {
             slots: (0..RX_BATCH).map(|_| vec![0; SLOT]).collect(),
+            datagrams: Vec::with_capacity(RX_BATCH),
             ..RecvRing::default()
         }
     }
 
-    /// Receives up to [`RX_BATCH`] datagrams without blocking; returns how many. EINTR is
-    /// returned to the caller to retry.
+    /// Asks the kernel to coalesce runs of datagrams from one sender (Linux 5.0 and later);
+    /// returns whether it does. Worth it only for datagrams much smaller than a slot.
+    pub(crate) fn enable_gro(&mut self, sock: &UdpSocket) -> bool {
+        self.gro = setsockopt(sock, sockopt::UdpGroSegment, &true).is_ok();
+        self.gro
+    }
+
+    /// Receives up to [`RX_BATCH`] messages without blocking; returns how many datagrams they
+    /// hold. EINTR is returned to the caller to retry.
     ///
     /// An idle socket, or one carrying a ping-pong of small messages, is read with one
     /// `recvfrom`: a busy-polling caller asks thousands of times per message, `recvmmsg` needs
     /// its headers built each time (and the kernel copies them in), and after a lone datagram
     /// it would ask the kernel again only to hear "empty". `recvfrom` is the cheapest way to
     /// hear that: no message header or iovec to copy in. Bulk traffic (several datagrams at
-    /// once, or large ones) is read with `recvmmsg`.
+    /// once, or large ones) is read with `recvmmsg`, and so is everything under GRO, whose
+    /// runs can only be cut with the control message.
     pub(crate) fn recv(&mut self, sock: &UdpSocket) -> Result<usize, Errno> {
-        let r = if self.busy {
+        self.datagrams.clear();
+        let r = if self.busy || self.gro {
             self.recv_batch(sock.as_raw_fd())
         } else {
             self.recv_one(sock)
         };
+        self.messages = *r.as_ref().unwrap_or(&0);
         self.busy = match r {
             Ok(1) => self.meta[0].0 >= BULK,
             Ok(n) => n > 1,
             Err(_) => false,
         };
-        r
+        r.map(|_| self.datagrams.len())
+    }
+
+    /// Whether the last `recv` read fewer messages than it had room for: the socket is empty.
+    pub(crate) fn drained(&self) -> bool {
+        self.messages < RX_BATCH
     }
 
     fn recv_one(&mut self, sock: &UdpSocket) -> Result<usize, Errno> {
@@ -65,13 +105,15 @@ impl RecvRing {
             .recv_from(&mut self.slots[0])
             .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())))?;
         self.meta[0] = (len.min(SLOT), Some(src));
+        self.cut(0, None);
         Ok(1)
     }
 
     fn recv_batch(&mut self, fd: RawFd) -> Result<usize, Errno> {
         // The headers hold raw pointers, which would make the queue pair !Send if kept; they
         // are a few hundred bytes, built per call.
-        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(RX_BATCH, None);
+        let cmsg = self.gro.then(|| nix::cmsg_space!(i32));
+        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(RX_BATCH, cmsg);
         let mut slots = self.slots.iter_mut();
         let mut iovs: [[IoSliceMut<'_>; 1]; RX_BATCH] =
             std::array::from_fn(|_| [IoSliceMut::new(slots.next().expect("RX_BATCH slots"))]);
@@ -82,24 +124,72 @@ impl RecvRing {
             MsgFlags::MSG_DONTWAIT,
             None,
         )?;
+        let mut segs = [None; RX_BATCH];
         let mut n = 0;
-        for (meta, msg) in self.meta.iter_mut().zip(results) {
+        for ((meta, seg), msg) in self.meta.iter_mut().zip(&mut segs).zip(results) {
             *meta = (msg.bytes, msg.address.as_ref().and_then(io::to_std));
+            if let Ok(mut cmsgs) = msg.cmsgs() {
+                *seg = cmsgs.find_map(|c| match c {
+                    ControlMessageOwned::UdpGroSegments(s) => usize::try_from(s).ok(),
+                    _ => None,
+                });
+            }
             n += 1;
+        }
+        for (i, seg) in segs.into_iter().enumerate().take(n) {
+            self.cut(i, seg);
         }
         Ok(n)
     }
 
-    /// Datagram `i` of the last `recv`, and who sent it.
-    pub(crate) fn get(&self, i: usize) -> (&[u8], Option<SocketAddr>) {
-        let (len, src) = self.meta[i];
-        (&self.slots[i][..len], src)
+    /// Lists the datagrams slot `i` holds: one, or a run cut every `seg` bytes.
+    fn cut(&mut self, i: usize, seg: Option<usize>) {
+        let len = self.meta[i].0;
+        let seg = seg.filter(|&s| s > 0).unwrap_or(len.max(1));
+        let slot = u16::try_from(i).expect("RX_BATCH fits u16");
+        if len > seg {
+            self.gro_runs += 1;
+        }
+        let mut start = 0;
+        loop {
+            let end = (start + seg).min(len);
+            // Offsets within a 64 KiB slot.
+            self.datagrams.push(Datagram {
+                slot,
+                start: start as u32,
+                end: end as u32,
+            });
+            start = end;
+            if start >= len {
+                break;
+            }
+        }
     }
 
-    /// Takes slot `i`'s buffer (holding datagram `i`) out of the ring, putting a spare in.
+    /// Datagram `i` of the last `recv`, and who sent it.
+    pub(crate) fn get(&self, i: usize) -> (&[u8], Option<SocketAddr>) {
+        let d = self.datagrams[i];
+        let slot = usize::from(d.slot);
+        (
+            &self.slots[slot][d.start as usize..d.end as usize],
+            self.meta[slot].1,
+        )
+    }
+
+    /// A buffer holding datagram `i` from its start, for it to be set aside: the slot's own
+    /// buffer (a spare put in its place) if the datagram is alone there, else a copy, since the
+    /// rest of its run is still to be read from the slot.
     pub(crate) fn take(&mut self, i: usize) -> Vec<u8> {
-        let fresh = self.spare.pop().unwrap_or_else(|| vec![0; SLOT]);
-        std::mem::replace(&mut self.slots[i], fresh)
+        let d = self.datagrams[i];
+        let slot = usize::from(d.slot);
+        let alone = d.start == 0 && d.end as usize == self.meta[slot].0;
+        let mut fresh = self.spare.pop().unwrap_or_else(|| vec![0; SLOT]);
+        if alone {
+            return std::mem::replace(&mut self.slots[slot], fresh);
+        }
+        let data = &self.slots[slot][d.start as usize..d.end as usize];
+        fresh[..data.len()].copy_from_slice(data);
+        fresh
     }
 
     /// Returns a buffer taken with `take`, keeping at most `keep` spares.
@@ -114,11 +204,93 @@ impl RecvRing {
             .iter()
             .chain(&self.spare)
             .map(Vec::capacity)
-            .sum()
+            .sum::<usize>()
+            + self.datagrams.capacity() * std::mem::size_of::<Datagram>()
     }
 }
 
 /// EIO, for an I/O error without an OS code (never seen from `recvfrom`).
 fn libc_eio() -> i32 {
     Errno::EIO as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::{sendmsg, ControlMessage};
+    use std::io::IoSlice;
+    use std::time::{Duration, Instant};
+
+    /// Sends `run` as one GSO send of `seg`-byte datagrams (the last may be shorter), then
+    /// reads until all its bytes are in; returns the datagrams as the ring hands them out.
+    fn gro_round(run: &[u8], seg: u16) -> (RecvRing, Vec<Vec<u8>>) {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut ring = RecvRing::new();
+        assert!(ring.enable_gro(&rx), "UDP_GRO needs Linux 5.0");
+        let dst = SockaddrStorage::from(rx.local_addr().unwrap());
+        let cmsgs = [ControlMessage::UdpGsoSegments(&seg)];
+        sendmsg(
+            tx.as_raw_fd(),
+            &[IoSlice::new(run)],
+            &cmsgs,
+            MsgFlags::empty(),
+            Some(&dst),
+        )
+        .unwrap();
+        let (mut got, mut bytes) = (Vec::new(), 0);
+        let start = Instant::now();
+        while bytes < run.len() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "only {bytes} bytes came"
+            );
+            let n = match ring.recv(&rx) {
+                Ok(n) => n,
+                Err(Errno::EAGAIN) => continue,
+                Err(e) => panic!("{e}"),
+            };
+            for i in 0..n {
+                let (d, src) = ring.get(i);
+                assert_eq!(src, Some(tx.local_addr().unwrap()));
+                bytes += d.len();
+                got.push(d.to_vec());
+            }
+        }
+        (ring, got)
+    }
+
+    #[test]
+    fn a_coalesced_run_is_cut_where_the_sender_cut_it() {
+        let run: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let (ring, got) = gro_round(&run, 1472);
+        let want: Vec<&[u8]> = run.chunks(1472).collect();
+        assert_eq!(got, want);
+        // Loopback hands the GSO run over whole.
+        assert_eq!(ring.gro_runs, 1);
+    }
+
+    #[test]
+    fn a_datagram_taken_from_the_middle_of_a_run_is_copied_out_whole() {
+        let run: Vec<u8> = (0..4000u32).map(|i| (i % 253) as u8).collect();
+        let (mut ring, got) = gro_round(&run, 1000);
+        assert_eq!(got.len(), 4);
+        let (second, last) = (ring.take(1), ring.take(3));
+        assert_eq!(&second[..1000], &run[1000..2000]);
+        assert_eq!(&last[..1000], &run[3000..]);
+        // The run's slot stays for the datagrams not taken.
+        assert_eq!(ring.get(2).0, &run[2000..3000]);
+    }
+
+    #[test]
+    fn a_lone_datagram_is_taken_with_its_slot() {
+        let run = vec![9u8; 700];
+        let (mut ring, got) = gro_round(&run, 1000);
+        assert_eq!(got, vec![run.clone()]);
+        let slot_ptr = ring.slots[0].as_ptr();
+        let taken = ring.take(0);
+        assert_eq!(taken.as_ptr(), slot_ptr);
+        assert_eq!(&taken[..700], &run[..]);
+    }
 }

@@ -67,6 +67,12 @@ pub struct RdStats {
     pub protocol_errors: u64,
     /// Datagrams the kernel refused other than for a full buffer.
     pub send_errors: u64,
+    /// Runs of datagrams to one peer handed to the kernel in one call (UDP GSO).
+    pub gso_sends: u64,
+    /// Reads that took a run of datagrams the kernel coalesced (UDP GRO).
+    pub gro_runs: u64,
+    /// The largest datagram this queue pair cuts (the link's MTU may have lowered it).
+    pub max_datagram_size: usize,
 }
 
 impl RdStats {

@@ -1,12 +1,17 @@
 //! The send side of the RD socket: datagrams the engine cut, in pieces (header, shared
-//! payload, CRC trailer) so the payload is never copied, sent in batches with `sendmmsg`.
+//! payload, CRC trailer) so the payload is never copied, sent in batches with `sendmmsg`, or,
+//! when the link's MTU makes them small, in runs of up to 64 KiB handed to the kernel as one
+//! `sendmsg` with UDP segmentation offload (GSO): one trip down the stack per run instead of
+//! per datagram.
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::os::fd::RawFd;
 
 use nix::errno::Errno;
-use nix::sys::socket::{sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage};
+use nix::sys::socket::{
+    sendmmsg, sendmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage,
+};
 use reliability::header::MAX_HEADER_LEN;
 use reliability::GatherTransmit;
 
@@ -14,7 +19,17 @@ use super::super::dgram::DatagramSocket;
 use super::super::io;
 
 /// Datagrams per `sendmmsg`.
-pub(crate) const TX_BATCH: usize = 16;
+const TX_BATCH: usize = 16;
+/// Small datagrams are gathered past [`TX_BATCH`] up to this many bytes, so that GSO runs
+/// fill up ...
+const TX_BATCH_BYTES: usize = 256 << 10;
+/// ... and up to this many datagrams.
+const TX_BATCH_MAX: usize = 4 * GSO_MAX_SEGMENTS;
+/// Most datagrams in one GSO run (the kernel's UDP_MAX_SEGMENTS before 6.7).
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Most bytes in one GSO run: a run is one IP packet to the stack, at most 64 KiB with its
+/// IPv6 header (IPv4's is smaller).
+const GSO_MAX_BYTES: usize = 65_535 - 40 - 8;
 
 /// A lone datagram up to this size is joined on the stack and sent with `sendto`, which costs
 /// the kernel less than gathering `sendmsg` pieces (no message header or iovecs to copy in).
@@ -39,20 +54,51 @@ impl TxItem {
 
 /// Datagrams cut but not yet taken by the kernel. The engine counts them as sent, so they are
 /// kept (not dropped) when the socket is full: a full socket must not look like loss.
-#[derive(Default)]
 pub(crate) struct TxQueue {
     items: VecDeque<TxItem>,
+    /// Bytes of the datagrams in `items`.
+    bytes: usize,
     /// Where a lone small datagram is joined for `sendto`.
     joined: Vec<u8>,
+    /// Runs of datagrams may go as one GSO send; cleared for good the first time the kernel
+    /// refuses one (no UDP_SEGMENT before Linux 4.18, or datagrams above the link's MTU).
+    gso: bool,
+    /// GSO sends the kernel took.
+    pub(crate) gso_sends: u64,
+}
+
+impl Default for TxQueue {
+    fn default() -> Self {
+        TxQueue {
+            items: VecDeque::new(),
+            bytes: 0,
+            joined: Vec::new(),
+            gso: true,
+            gso_sends: 0,
+        }
+    }
 }
 
 impl TxQueue {
     pub(crate) fn push(&mut self, item: TxItem) {
+        self.bytes += item.t.size();
         self.items.push_back(item);
     }
 
     pub(crate) fn len(&self) -> usize {
         self.items.len()
+    }
+
+    /// Whether a batch should take more datagrams before it is flushed.
+    pub(crate) fn wants_more(&self) -> bool {
+        let n = self.items.len();
+        n < TX_BATCH || (n < TX_BATCH_MAX && self.bytes < TX_BATCH_BYTES)
+    }
+
+    fn drain_front(&mut self, n: usize) {
+        for it in self.items.drain(..n) {
+            self.bytes -= it.t.size();
+        }
     }
 
     /// Sends what is queued; returns false if the socket filled up first. A datagram the
@@ -70,22 +116,73 @@ impl TxQueue {
                 } else {
                     sock.send(&it.iov(), &it.dst).map(|_| 1)
                 }
+            } else if let Some(run) = self.gso_run() {
+                match self.send_gso(sock.fd(), run) {
+                    Err(e) if !matches!(e, Errno::EINTR | Errno::EAGAIN | Errno::ENOBUFS) => {
+                        // Refused as a run, not as datagrams: they go one by one from now on.
+                        self.gso = false;
+                        continue;
+                    }
+                    r => r,
+                }
             } else {
                 self.send_batch(sock.fd())
             };
             match r {
-                Ok(n) => {
-                    self.items.drain(..n);
-                }
+                Ok(n) => self.drain_front(n),
                 Err(Errno::EINTR) => {}
                 Err(Errno::EAGAIN | Errno::ENOBUFS) => return false,
                 Err(_) => {
                     *errors += 1;
-                    self.items.pop_front();
+                    self.drain_front(1);
                 }
             }
         }
         true
+    }
+
+    /// How many datagrams at the front can leave as one GSO send: two or more to the same
+    /// peer, each as long as the first but the last, which may be shorter (the kernel cuts the
+    /// run at the first one's length).
+    fn gso_run(&self) -> Option<usize> {
+        if !self.gso {
+            return None;
+        }
+        let first = self.items.front()?;
+        let seg = first.t.size();
+        let (mut n, mut total) = (1, seg);
+        for it in self.items.iter().skip(1) {
+            let size = it.t.size();
+            if n == GSO_MAX_SEGMENTS
+                || it.dst != first.dst
+                || size > seg
+                || total + size > GSO_MAX_BYTES
+            {
+                break;
+            }
+            n += 1;
+            total += size;
+            if size < seg {
+                break;
+            }
+        }
+        (n >= 2).then_some(n)
+    }
+
+    fn send_gso(&mut self, fd: RawFd, n: usize) -> Result<usize, Errno> {
+        let seg = u16::try_from(self.items[0].t.size()).map_err(|_| Errno::EMSGSIZE)?;
+        let iov: Vec<IoSlice<'_>> = self
+            .items
+            .iter()
+            .take(n)
+            .flat_map(TxItem::iov)
+            .filter(|piece| !piece.is_empty())
+            .collect();
+        let cmsgs = [ControlMessage::UdpGsoSegments(&seg)];
+        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        sendmsg(fd, &iov, &cmsgs, flags, Some(&self.items[0].dst))?;
+        self.gso_sends += 1;
+        Ok(n)
     }
 
     fn send_joined(sock: &DatagramSocket, it: &TxItem, buf: &mut Vec<u8>) -> Result<usize, Errno> {

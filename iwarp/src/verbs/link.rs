@@ -1,0 +1,101 @@
+//! What the link under a UDP socket carries without IP fragmentation.
+//!
+//! A datagram larger than the link's MTU leaves as IP fragments: losing any one fragment loses
+//! the whole datagram (45 fragments for 64 KiB on a 1500-byte Ethernet), and the receiving
+//! kernel holds partial datagrams in a small reassembly budget. RD therefore cuts datagrams to
+//! the MTU of the interface its socket is bound to, and lets UDP segmentation offload (GSO)
+//! keep the per-datagram cost low.
+
+use std::net::IpAddr;
+
+use nix::ifaddrs::getifaddrs;
+use nix::net::if_::InterfaceFlags;
+
+/// IPv4 header without options plus the UDP header.
+const V4_HEADERS: usize = 20 + 8;
+/// IPv6 header plus the UDP header.
+const V6_HEADERS: usize = 40 + 8;
+
+/// The largest UDP payload that leaves `local` unfragmented: the MTU of the interface holding
+/// that address, less the IP and UDP headers. A socket bound to the unspecified address may
+/// leave by any interface that is up, so it gets the smallest of theirs. `None` if no matching
+/// interface or MTU is found.
+pub(crate) fn udp_payload_limit(local: IpAddr) -> Option<usize> {
+    let headers = if local.is_ipv4() {
+        V4_HEADERS
+    } else {
+        V6_HEADERS
+    };
+    let names = interface_names(local)?;
+    let mtu = names.iter().filter_map(|n| interface_mtu(n)).min()?;
+    mtu.checked_sub(headers)
+}
+
+/// Interfaces that can carry a socket bound to `local`.
+fn interface_names(local: IpAddr) -> Option<Vec<String>> {
+    let mut names: Vec<String> = getifaddrs()
+        .ok()?
+        .filter(|a| {
+            if local.is_unspecified() {
+                return a.flags.contains(InterfaceFlags::IFF_UP);
+            }
+            let Some(sa) = a.address else { return false };
+            let ip = sa
+                .as_sockaddr_in()
+                .map(|s| IpAddr::V4(s.ip()))
+                .or_else(|| sa.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())));
+            ip == Some(local)
+        })
+        .map(|a| a.interface_name)
+        .collect();
+    names.sort();
+    names.dedup();
+    (!names.is_empty()).then_some(names)
+}
+
+/// The interface's MTU as sysfs shows it (`ip netns exec` mounts the namespace's own).
+fn interface_mtu(name: &str) -> Option<usize> {
+    if name.contains('/') || name.starts_with('.') {
+        return None;
+    }
+    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn loopback_carries_the_largest_datagram() {
+        // Linux's loopback MTU is 65536 (older kernels: 16436); either way above 16 KiB.
+        let v4 = udp_payload_limit(IpAddr::V4(Ipv4Addr::LOCALHOST)).expect("lo has an MTU");
+        assert!(v4 > 16_000, "{v4}");
+        assert_eq!(interface_mtu("lo"), Some(v4 + V4_HEADERS));
+    }
+
+    #[test]
+    fn unknown_addresses_and_names_give_none() {
+        assert_eq!(
+            udp_payload_limit(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 77))),
+            None
+        );
+        assert_eq!(
+            udp_payload_limit(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 9))),
+            None
+        );
+        assert_eq!(interface_mtu("../lo"), None);
+        assert_eq!(interface_mtu("no-such-if0"), None);
+    }
+
+    #[test]
+    fn the_unspecified_address_takes_the_smallest_mtu_of_the_interfaces_up() {
+        let any = udp_payload_limit(IpAddr::V4(Ipv4Addr::UNSPECIFIED)).expect("lo is up");
+        let lo = udp_payload_limit(IpAddr::V4(Ipv4Addr::LOCALHOST)).unwrap();
+        assert!(any <= lo);
+    }
+}
