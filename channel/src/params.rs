@@ -27,6 +27,7 @@ pub const LINGER_MS: &str = "linger_ms";
 pub const PEER_TIMEOUT_MS: &str = "peer_timeout_ms";
 pub const MEM_REPORT: &str = "mem_report";
 pub const CRC: &str = "crc";
+pub const DATAGRAM_SIZE: &str = "datagram_size";
 
 pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -67,6 +68,14 @@ pub const PARAMS: &[ParamSpec] = &[
                pass over every byte at each end and leaves integrity to the UDP checksum \
                and the link's",
     },
+    ParamSpec {
+        name: DATAGRAM_SIZE,
+        kind: ParamKind::Size,
+        help: "Largest UDP datagram in bytes, 512 to 65507 (default: what the interface's \
+               MTU carries unfragmented, 1472 on Ethernet, 65507 on loopback; runs of \
+               datagrams go through the kernel in one call with UDP GSO/GRO). Above the MTU \
+               the kernel sends IP fragments",
+    },
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +101,8 @@ pub struct Config {
     pub peer_timeout: Duration,
     pub mem_report: Option<String>,
     pub crc: bool,
+    /// `None`: follow the interface's MTU.
+    pub datagram_size: Option<usize>,
 }
 
 impl Default for Config {
@@ -103,6 +114,7 @@ impl Default for Config {
             peer_timeout: Duration::from_millis(30_000),
             mem_report: None,
             crc: true,
+            datagram_size: None,
         }
     }
 }
@@ -110,6 +122,7 @@ impl Default for Config {
 const EAGER_MAX: usize = 1 << 30;
 const LINGER_MAX_MS: i64 = 600_000;
 const PEER_TIMEOUT_MS_RANGE: std::ops::RangeInclusive<i64> = 100..=86_400_000;
+const DATAGRAM_SIZE_RANGE: std::ops::RangeInclusive<usize> = 512..=65_507;
 
 impl Config {
     pub fn from_source(src: &dyn ParamSource) -> Config {
@@ -164,6 +177,18 @@ impl Config {
         if let Some(ParamValue::Bool(on)) = src.get(spec(CRC)) {
             c.crc = on;
         }
+        if let Some(ParamValue::Size(n)) = src.get(spec(DATAGRAM_SIZE)) {
+            if DATAGRAM_SIZE_RANGE.contains(&n) {
+                c.datagram_size = Some(n);
+            } else {
+                diag!(
+                    Warn,
+                    Core,
+                    "FI_DIWARP_DATAGRAM_SIZE={n} is outside {DATAGRAM_SIZE_RANGE:?}; following \
+                     the interface's MTU"
+                );
+            }
+        }
         c
     }
 }
@@ -195,6 +220,7 @@ mod tests {
             (PEER_TIMEOUT_MS, ParamValue::Int(5000)),
             (MEM_REPORT, ParamValue::Str(String::new())),
             (CRC, ParamValue::Bool(false)),
+            (DATAGRAM_SIZE, ParamValue::Size(9000)),
         ])));
         assert_eq!(c.iface.as_deref(), Some("lo"));
         assert_eq!(c.eager_size, 4096);
@@ -203,6 +229,14 @@ mod tests {
         assert_eq!(c.mem_report, None);
         assert!(!c.crc);
         assert!(Config::default().crc);
+        assert_eq!(c.datagram_size, Some(9000));
+        for bad in [0, 511, 65_508] {
+            let c = Config::from_source(&Map(HashMap::from([(
+                DATAGRAM_SIZE,
+                ParamValue::Size(bad),
+            )])));
+            assert_eq!(c.datagram_size, None, "{bad}");
+        }
     }
 
     #[test]

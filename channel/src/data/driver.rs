@@ -45,6 +45,10 @@ impl DataPath {
             ..QpConfig::default()
         };
         qc.rd.idle_timeout = config.peer_timeout;
+        if let Some(n) = config.datagram_size {
+            qc.rd.max_datagram_size = n;
+            qc.fit_mtu = false;
+        }
         let mut qp = QueuePair::create(QpType::Rd, qc).map_err(|e| {
             diag!(Warn, EpCtrl, "cannot create the RD queue pair: {e}");
             Errno::INVAL

@@ -145,13 +145,18 @@ impl TxQueue {
     /// peer, each as long as the first but the last, which may be shorter (the kernel cuts the
     /// run at the first one's length).
     fn gso_run(&self) -> Option<usize> {
+        self.gso_run_at(0)
+    }
+
+    /// [`gso_run`](Self::gso_run) for the datagrams from `start` on.
+    fn gso_run_at(&self, start: usize) -> Option<usize> {
         if !self.gso {
             return None;
         }
-        let first = self.items.front()?;
+        let first = self.items.get(start)?;
         let seg = first.t.size();
         let (mut n, mut total) = (1, seg);
-        for it in self.items.iter().skip(1) {
+        for it in self.items.iter().skip(start + 1) {
             let size = it.t.size();
             if n == GSO_MAX_SEGMENTS
                 || it.dst != first.dst
@@ -199,8 +204,17 @@ impl TxQueue {
             .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)))
     }
 
+    /// Datagrams for one `sendmmsg`: up to the next run that can go as one GSO send, so that
+    /// an ACK or a short datagram in front of a run does not take the run into single sends.
+    fn batch_len(&self) -> usize {
+        let most = self.items.len().min(TX_BATCH);
+        (1..most)
+            .find(|&i| self.gso_run_at(i).is_some())
+            .unwrap_or(most)
+    }
+
     fn send_batch(&self, fd: RawFd) -> Result<usize, Errno> {
-        let n = self.items.len().min(TX_BATCH);
+        let n = self.batch_len();
         let iovs: Vec<[IoSlice<'_>; 4]> = self.items.iter().take(n).map(TxItem::iov).collect();
         let addrs: Vec<Option<SockaddrStorage>> =
             self.items.iter().take(n).map(|it| Some(it.dst)).collect();
@@ -213,5 +227,78 @@ impl TxQueue {
 
     pub(crate) fn memory_bytes(&self) -> usize {
         self.items.capacity() * std::mem::size_of::<TxItem>() + self.joined.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use std::net::SocketAddr;
+
+    fn item(to: u16, size: usize) -> TxItem {
+        let addr: SocketAddr = format!("127.0.0.1:{to}").parse().unwrap();
+        TxItem {
+            dst: SockaddrStorage::from(addr),
+            header: [0; MAX_HEADER_LEN],
+            t: GatherTransmit {
+                header_len: 20,
+                payload: Bytes::from(vec![0; size - 24]),
+                payload_tail: Bytes::new(),
+                trailer: Some([0; 4]),
+                seq: None,
+                retransmit: false,
+            },
+        }
+    }
+
+    fn queue(items: &[(u16, usize)]) -> TxQueue {
+        let mut q = TxQueue::default();
+        for &(to, size) in items {
+            q.push(item(to, size));
+        }
+        q
+    }
+
+    #[test]
+    fn a_run_is_equal_datagrams_to_one_peer_ending_at_a_shorter_one() {
+        let q = queue(&[(1, 1472), (1, 1472), (1, 1472), (1, 900), (1, 1472)]);
+        assert_eq!(q.gso_run(), Some(4));
+        // A longer datagram, another peer or a lone datagram ends or prevents a run.
+        assert_eq!(queue(&[(1, 900), (1, 1472)]).gso_run(), None);
+        assert_eq!(queue(&[(1, 1472), (2, 1472)]).gso_run(), None);
+        assert_eq!(queue(&[(1, 1472)]).gso_run(), None);
+        assert_eq!(queue(&[(1, 1472), (1, 1472), (2, 1472)]).gso_run(), Some(2));
+    }
+
+    #[test]
+    fn a_run_stays_within_64_kib_and_64_datagrams() {
+        let q = queue(&[(1, 30_000); 5]);
+        assert_eq!(q.gso_run(), Some(2));
+        let q = queue(&[(1, 100); 100]);
+        assert_eq!(q.gso_run(), Some(GSO_MAX_SEGMENTS));
+        assert_eq!(queue(&[(1, 40_000); 2]).gso_run(), None);
+    }
+
+    #[test]
+    fn single_sends_stop_where_a_run_begins() {
+        // An ACK, then a run: the ACK goes alone, the run stays whole for GSO.
+        let q = queue(&[(1, 40), (1, 1472), (1, 1472), (1, 1472)]);
+        assert_eq!(q.batch_len(), 1);
+        let q = queue(&[(2, 40), (1, 40), (3, 1472), (1, 1472), (1, 1472)]);
+        assert_eq!(q.batch_len(), 3);
+        let mut q = queue(&[(1, 1472), (1, 1472)]);
+        q.gso = false;
+        assert_eq!((q.gso_run(), q.batch_len()), (None, 2));
+    }
+
+    #[test]
+    fn the_queue_counts_its_bytes_and_gathers_small_datagrams_past_the_batch() {
+        let mut q = queue(&[(1, 1472); TX_BATCH]);
+        assert_eq!(q.bytes, TX_BATCH * 1472);
+        assert!(q.wants_more());
+        q.drain_front(TX_BATCH);
+        assert_eq!(q.bytes, 0);
+        assert!(!queue(&[(1, 65_000); TX_BATCH]).wants_more());
     }
 }
