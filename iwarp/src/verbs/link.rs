@@ -21,15 +21,24 @@ const V6_HEADERS: usize = 40 + 8;
 /// leave by any interface that is up, so it gets the smallest of theirs. `None` if no matching
 /// interface or MTU is found.
 pub(crate) fn udp_payload_limit(local: IpAddr) -> Option<usize> {
+    let local = local.to_canonical();
     let headers = if local.is_ipv4() {
         V4_HEADERS
     } else {
         V6_HEADERS
     };
     let names = interface_names(local)?;
-    let mtu = names.iter().filter_map(|n| interface_mtu(n)).min()?;
+    let mtu = names
+        .iter()
+        .filter_map(|n| interface_mtu(n))
+        // Links too small for IP (CAN, some tunnels) carry nothing of ours.
+        .filter(|&m| m >= MIN_IP_MTU)
+        .min()?;
     mtu.checked_sub(headers)
 }
+
+/// The smallest datagram every IPv4 host must accept (RFC 791); IPv6 links carry 1280.
+const MIN_IP_MTU: usize = 576;
 
 /// Interfaces that can carry a socket bound to `local`.
 fn interface_names(local: IpAddr) -> Option<Vec<String>> {
@@ -46,7 +55,12 @@ fn interface_names(local: IpAddr) -> Option<Vec<String>> {
                 .or_else(|| sa.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())));
             ip == Some(local)
         })
-        .map(|a| a.interface_name)
+        // An address added with a label (`ip addr add ... label eth0:1`) is listed under
+        // the label; the MTU is the device's.
+        .map(|a| match a.interface_name.split_once(':') {
+            Some((device, _)) => device.to_string(),
+            None => a.interface_name,
+        })
         .collect();
     names.sort();
     names.dedup();
@@ -90,6 +104,15 @@ mod tests {
         );
         assert_eq!(interface_mtu("../lo"), None);
         assert_eq!(interface_mtu("no-such-if0"), None);
+    }
+
+    #[test]
+    fn a_v4_mapped_address_is_its_v4_address() {
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        assert_eq!(
+            udp_payload_limit(mapped),
+            udp_payload_limit(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        );
     }
 
     #[test]

@@ -211,7 +211,7 @@ impl Link for VerbsLink {
             "datagrams sent {} received {}, retransmits {} (spurious {}, timeouts {}, probes {}), \
              duplicates {}, out-of-order {}, dropped {} (crc {}), acks {}, window full {}, \
              srtt {:?}, \
-             parked {}, refused {}, datagram size {}, gso sends {}, gro runs {}",
+             parked {}, refused {}, datagram size {}, gso sends {}, gro runs {}, send errors {}",
             s.datagrams_sent,
             s.datagrams_received,
             s.retransmits,
@@ -230,6 +230,7 @@ impl Link for VerbsLink {
             s.max_datagram_size,
             s.gso_sends,
             s.gro_runs,
+            s.send_errors,
         );
         if let Some(f) = self.qp.fault_stats() {
             line += &format!(

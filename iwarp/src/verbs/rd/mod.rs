@@ -140,7 +140,9 @@ impl RdPath {
         // datagram can cost about its size again in that bookkeeping. The budget keeps all
         // peers together from sending more than the socket holds while we do not read.
         let granted = SockRef::from(&socket).recv_buffer_size()?;
-        let budget = (granted / (2 * rd.max_datagram_size)).max(1);
+        // A small datagram may cost a whole page in a NIC driver's receive buffer.
+        let charge = (2 * rd.max_datagram_size).max(rd.max_datagram_size + 4096);
+        let budget = (granted / charge).max(1);
         endpoint.set_recv_budget(u32::try_from(budget).unwrap_or(u32::MAX));
         let sock = DatagramSocket::new(socket, config.faults.as_ref())?;
         let mut ring = Box::new(RecvRing::new());

@@ -118,9 +118,23 @@ impl TxQueue {
                 }
             } else if let Some(run) = self.gso_run() {
                 match self.send_gso(sock.fd(), run) {
-                    Err(e) if !matches!(e, Errno::EINTR | Errno::EAGAIN | Errno::ENOBUFS) => {
-                        // Refused as a run, not as datagrams: they go one by one from now on.
+                    Err(
+                        Errno::EINVAL
+                        | Errno::EIO
+                        | Errno::EMSGSIZE
+                        | Errno::EOPNOTSUPP
+                        | Errno::ENOPROTOOPT,
+                    ) => {
+                        // The kernel or the device cannot send runs (or not this long a
+                        // segment): datagrams go one by one from now on.
                         self.gso = false;
+                        continue;
+                    }
+                    Err(e) if !matches!(e, Errno::EINTR | Errno::EAGAIN | Errno::ENOBUFS) => {
+                        // Refused for its destination, or dropped on the way out (a netfilter
+                        // drop is EPERM): to the engine the run is lost, as a datagram would be.
+                        *errors += run as u64;
+                        self.drain_front(run);
                         continue;
                     }
                     r => r,
