@@ -123,6 +123,8 @@ enum Cause {
     Timeout,
     /// The tail-loss probe chose it.
     Probe,
+    /// A timer's resend (or one of these) sent after it was acknowledged past it: a burst.
+    Burst,
 }
 
 /// A recent retransmission, to match against DSACKs. Times are microseconds since the
@@ -533,9 +535,16 @@ impl Sender {
         // send times say nothing about the path. So only the newest transmission acknowledged
         // makes a sample, and none if it was a retransmission (Karn: which copy got through?).
         let mut sample: Option<(u64, Option<Instant>)> = None;
+        // When the newest acknowledged resend by a timer, or by a burst it uncovered, left.
+        let mut resend: Option<Instant> = None;
         let mut note = |e: &InFlight, top: &mut [u64; MAX_DUP_THRESH as usize]| {
             if sample.is_none_or(|(o, _)| e.tx_order > o) {
                 sample = Some((e.tx_order, (e.tx_count == 1).then_some(e.sent_at)));
+            }
+            // Not a fast retransmit: under reordering its original may be what was
+            // acknowledged, and what was sent before it may only be late.
+            if e.tx_count > 1 && e.cause != Cause::Overtaken {
+                resend = resend.max(Some(e.sent_at));
             }
             insert_top(top, e.tx_order);
         };
@@ -606,6 +615,9 @@ impl Sender {
             if let Some(probe) = self.tlp.take() {
                 self.tail_losses(probe, now, stats);
             }
+            if let Some(resent) = resend.filter(|_| ack == self.ack_high) {
+                self.overtaken_by_resend(resent, now, stats);
+            }
             self.detect_losses(now, config, rtt, stats);
             self.rearm(config, rtt);
         }
@@ -652,6 +664,27 @@ impl Sender {
         }
     }
 
+    /// A datagram resent at `resent` by a timer (or as part of a burst one uncovered) is
+    /// acknowledged by the newest ACK: what was sent before it, is still unacknowledged and
+    /// lies within the reach of that ACK's SACK bitmap never arrived. A timer waits long enough
+    /// that the original is surely gone, so the ACK answers the resend, and anything sent
+    /// earlier would have come first. Declaring it all lost recovers a burst that took the
+    /// whole tail of a flight (a GSO run dropped at once) in a few round trips: each wave of
+    /// resends, once acknowledged, uncovers the next 33 datagrams, where the timer alone would
+    /// resend one head per backed-off timeout. Beyond the bitmap's reach silence says nothing,
+    /// and datagrams younger than the reordering window may still come.
+    fn overtaken_by_resend(&mut self, resent: Instant, now: Instant, stats: &mut Stats) {
+        let reach = SACK_BITS as usize + 1;
+        for e in self.flight.iter_mut().take(reach) {
+            if e.state == State::Unacked && e.sent_at < resent && e.sent_at + self.reo_wnd <= now {
+                e.state = State::Lost;
+                e.cause = Cause::Burst;
+                self.lost += 1;
+                stats.tail_losses += 1;
+            }
+        }
+    }
+
     /// News after a tail-loss probe. If the probe itself is acknowledged, the peer answered it
     /// at once (it asked for an ACK), so the datagrams sent before it and still unacknowledged
     /// below it are holes: lost, unless reordering was seen and they are younger than the
@@ -672,7 +705,7 @@ impl Sender {
                 && e.sent_at + self.reo_wnd <= now
             {
                 e.state = State::Lost;
-                e.cause = Cause::Overtaken;
+                e.cause = Cause::Burst;
                 self.lost += 1;
                 stats.tail_losses += 1;
             }
@@ -698,7 +731,14 @@ impl Sender {
     /// immediate ACK.
     fn fire_tlp(&mut self, stats: &mut Stats) {
         self.tlp_at = None;
-        let Some(i) = self.flight.iter().rposition(|e| e.state == State::Unacked) else {
+        // Within the SACK bitmap's reach, so that the probe's ACK can show the holes below it.
+        let reach = SACK_BITS as usize + 1;
+        let Some(i) = self
+            .flight
+            .iter()
+            .take(reach)
+            .rposition(|e| e.state == State::Unacked)
+        else {
             return;
         };
         self.flight[i].state = State::Lost;
@@ -742,7 +782,7 @@ impl Sender {
                 .max(us(r.resent.wrapping_sub(r.first_sent)))
                 .min(rtt.rto(config));
         }
-        if r.cause != Cause::Overtaken {
+        if !matches!(r.cause, Cause::Overtaken | Cause::Burst) {
             // The duplicate was reported with (or after) the original's ACK: that ACK took
             // about `now - first_sent` to come.
             self.ack_lag = self

@@ -549,6 +549,80 @@ fn a_lost_tail_is_probed_and_resent_before_the_timeout() {
     assert_eq!(a.stats().timeouts, 0);
 }
 
+/// A burst that takes the whole tail of a flight, longer than the SACK bitmap reaches (a GSO
+/// run dropped at once is up to 44 datagrams): once the timer's retransmission of the head is
+/// acknowledged, everything sent before it that the ACK could have reported is lost, and goes
+/// at once; not one datagram per timeout.
+#[test]
+fn a_lost_tail_longer_than_the_sack_bitmap_comes_back_in_a_few_round_trips() {
+    let cfg = Config {
+        max_datagram_size: 1472,
+        send_window: 128,
+        recv_window: 128,
+        initial_credit: 128,
+        ..Config::default()
+    };
+    let seg = cfg.segment_payload();
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(cfg, t0);
+    let data: Vec<u8> = (0..48 * seg).map(|i| (i * 31 + i / 977) as u8).collect();
+    a.send(t0, data.clone()).unwrap();
+    let d = drain(&mut a, t0);
+    assert_eq!(d.len(), 48);
+    let hop = Duration::from_micros(20);
+    // The first 8 arrive; the last 40 are lost in one burst.
+    let mut sink = Collect::default();
+    let mut to_a: Vec<(Instant, Vec<u8>)> = Vec::new();
+    let mut to_b: Vec<(Instant, Vec<u8>)> = Vec::new();
+    for dg in &d[..8] {
+        b.handle_datagram(t0 + hop, dg, &mut sink).unwrap();
+    }
+    let mut now = t0 + hop;
+    // From here on the network loses nothing: run both ends until the message is delivered.
+    while sink.delivered.is_empty() {
+        for dg in drain(&mut a, now) {
+            to_b.push((now + hop, dg));
+        }
+        for dg in drain(&mut b, now) {
+            to_a.push((now + hop, dg));
+        }
+        let next = [a.poll_timeout(), b.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .chain(to_a.iter().chain(&to_b).map(|(t, _)| *t))
+            .min()
+            .expect("something to wait for");
+        now = now.max(next);
+        for (t, dg) in std::mem::take(&mut to_b) {
+            if t <= now {
+                b.handle_datagram(now, &dg, &mut sink).unwrap();
+            } else {
+                to_b.push((t, dg));
+            }
+        }
+        for (t, dg) in std::mem::take(&mut to_a) {
+            if t <= now {
+                a.handle_datagram(now, &dg, &mut Collect::default())
+                    .unwrap();
+            } else {
+                to_a.push((t, dg));
+            }
+        }
+        a.handle_timeout(now);
+        b.handle_timeout(now);
+        assert!(now - t0 < Duration::from_secs(5), "stuck: {:?}", a.stats());
+    }
+    let s = a.stats();
+    assert_eq!(s.retransmits, 40, "only the lost ones: {s:?}");
+    assert!(s.timeouts + s.tail_probes <= 3, "{s:?}");
+    assert!(
+        now - t0 < Duration::from_millis(5),
+        "{:?} to recover: {s:?}",
+        now - t0
+    );
+    assert_eq!(sink.delivered.len(), 1);
+}
+
 /// A receiver that computes instead of polling takes its datagrams, and acknowledges them,
 /// milliseconds late. The first time, the sender's timers resend into the silence; once a
 /// duplicate report proves that needless, the sender waits as long for later ACKs, and the
