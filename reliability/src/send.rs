@@ -537,13 +537,14 @@ impl Sender {
         let mut sample: Option<(u64, Option<Instant>)> = None;
         // When the newest acknowledged resend by a timer, or by a burst it uncovered, left.
         let mut resend: Option<Instant> = None;
-        let mut note = |e: &InFlight, top: &mut [u64; MAX_DUP_THRESH as usize]| {
+        // `out`: the entry's latest transmission has left (it was Unacked, not Lost again).
+        let mut note = |e: &InFlight, out: bool, top: &mut [u64; MAX_DUP_THRESH as usize]| {
             if sample.is_none_or(|(o, _)| e.tx_order > o) {
                 sample = Some((e.tx_order, (e.tx_count == 1).then_some(e.sent_at)));
             }
             // Not a fast retransmit: under reordering its original may be what was
             // acknowledged, and what was sent before it may only be late.
-            if e.tx_count > 1 && e.cause != Cause::Overtaken {
+            if out && e.tx_count > 1 && e.cause != Cause::Overtaken {
                 resend = resend.max(Some(e.sent_at));
             }
             insert_top(top, e.tx_order);
@@ -566,9 +567,9 @@ impl Sender {
                     State::Sacked => {}
                     State::Lost => {
                         self.lost -= 1;
-                        note(&e, &mut self.acked_top);
+                        note(&e, false, &mut self.acked_top);
                     }
-                    State::Unacked => note(&e, &mut self.acked_top),
+                    State::Unacked => note(&e, true, &mut self.acked_top),
                 }
                 if let Some(last) = e.completes {
                     while self.unacked_msg.since(last) as i32 <= 0 {
@@ -590,14 +591,17 @@ impl Sender {
             let Some(e) = self.flight.get_mut(idx) else {
                 continue;
             };
-            match e.state {
+            let out = match e.state {
                 State::Sacked => continue,
-                State::Lost => self.lost -= 1,
-                State::Unacked => {}
-            }
+                State::Lost => {
+                    self.lost -= 1;
+                    false
+                }
+                State::Unacked => true,
+            };
             e.state = State::Sacked;
             progress = true;
-            note(e, &mut self.acked_top);
+            note(e, out, &mut self.acked_top);
         }
         let newest = if sack == 0 {
             ack.sub(1)
@@ -615,7 +619,11 @@ impl Sender {
             if let Some(probe) = self.tlp.take() {
                 self.tail_losses(probe, now, stats);
             }
-            if let Some(resent) = resend.filter(|_| ack == self.ack_high) {
+            // The resend asked for an ACK at once: one that comes later than a probe's wait
+            // may answer a late original instead (a receiver that computes), and what was
+            // sent before it may still be coming.
+            let answered = |t: &Instant| now.saturating_duration_since(*t) <= self.pto(config, rtt);
+            if let Some(resent) = resend.filter(|t| ack == self.ack_high && answered(t)) {
                 self.overtaken_by_resend(resent, now, stats);
             }
             self.detect_losses(now, config, rtt, stats);
@@ -665,10 +673,9 @@ impl Sender {
     }
 
     /// A datagram resent at `resent` by a timer (or as part of a burst one uncovered) is
-    /// acknowledged by the newest ACK: what was sent before it, is still unacknowledged and
-    /// lies within the reach of that ACK's SACK bitmap never arrived. A timer waits long enough
-    /// that the original is surely gone, so the ACK answers the resend, and anything sent
-    /// earlier would have come first. Declaring it all lost recovers a burst that took the
+    /// acknowledged by the newest ACK, within a probe's wait of the resend (which asked for an
+    /// ACK at once): what was sent before it, is still unacknowledged and lies within the reach
+    /// of that ACK's SACK bitmap never arrived, or it would have come first. Declaring it all lost recovers a burst that took the
     /// whole tail of a flight (a GSO run dropped at once) in a few round trips: each wave of
     /// resends, once acknowledged, uncovers the next 33 datagrams, where the timer alone would
     /// resend one head per backed-off timeout. Beyond the bitmap's reach silence says nothing,
@@ -680,7 +687,7 @@ impl Sender {
                 e.state = State::Lost;
                 e.cause = Cause::Burst;
                 self.lost += 1;
-                stats.tail_losses += 1;
+                stats.burst_losses += 1;
             }
         }
     }

@@ -22,6 +22,9 @@ pub struct Stats {
     pub tail_probes: u64,
     /// Datagrams declared lost by the answer to a tail-loss probe.
     pub tail_losses: u64,
+    /// Datagrams declared lost because a timer's resend sent after them was answered first
+    /// (a burst that took a whole tail).
+    pub burst_losses: u64,
     /// ACK-only datagrams emitted.
     pub acks_sent: u64,
     /// Data datagrams that filled the window (send window or the peer's credit): the sender
