@@ -12,7 +12,8 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use nix::errno::Errno;
 use nix::sys::socket::{
-    recvmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage,
+    recvmmsg, recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, RecvMsg,
+    SockaddrStorage,
 };
 
 use super::super::io;
@@ -48,6 +49,8 @@ pub(crate) struct RecvRing {
     /// The socket coalesces runs of datagrams (UDP_GRO is on): every read must take the
     /// control message that says how to cut them apart.
     gro: bool,
+    /// Room for the UDP_GRO control message of a single read (kept: it is allocated).
+    gro_cmsg: Vec<u8>,
     /// Reads that held a coalesced run of two or more datagrams.
     pub(crate) gro_runs: u64,
 }
@@ -65,6 +68,7 @@ impl RecvRing {
     /// returns whether it does. Worth it only for datagrams much smaller than a slot.
     pub(crate) fn enable_gro(&mut self, sock: &UdpSocket) -> bool {
         self.gro = setsockopt(sock, sockopt::UdpGroSegment, &true).is_ok();
+        self.gro_cmsg = nix::cmsg_space!(i32);
         self.gro
     }
 
@@ -76,12 +80,14 @@ impl RecvRing {
     /// its headers built each time (and the kernel copies them in), and after a lone datagram
     /// it would ask the kernel again only to hear "empty". `recvfrom` is the cheapest way to
     /// hear that: no message header or iovec to copy in. Bulk traffic (several datagrams at
-    /// once, or large ones) is read with `recvmmsg`, and so is everything under GRO, whose
-    /// runs can only be cut with the control message.
+    /// once, or large ones) is read with `recvmmsg`. Under GRO a single read is a `recvmsg`
+    /// with room for the control message, without which a run could not be cut.
     pub(crate) fn recv(&mut self, sock: &UdpSocket) -> Result<usize, Errno> {
         self.datagrams.clear();
-        let r = if self.busy || self.gro {
+        let r = if self.busy {
             self.recv_batch(sock.as_raw_fd())
+        } else if self.gro {
+            self.recv_one_gro(sock.as_raw_fd())
         } else {
             self.recv_one(sock)
         };
@@ -109,6 +115,23 @@ impl RecvRing {
         Ok(1)
     }
 
+    fn recv_one_gro(&mut self, fd: RawFd) -> Result<usize, Errno> {
+        let (len, src, seg) = {
+            let mut iov = [IoSliceMut::new(&mut self.slots[0])];
+            let msg = recvmsg::<SockaddrStorage>(
+                fd,
+                &mut iov,
+                Some(&mut self.gro_cmsg),
+                MsgFlags::MSG_DONTWAIT,
+            )?;
+            let src = msg.address.as_ref().and_then(io::to_std);
+            (msg.bytes, src, gro_segment(&msg))
+        };
+        self.meta[0] = (len.min(SLOT), src);
+        self.cut(0, seg);
+        Ok(1)
+    }
+
     fn recv_batch(&mut self, fd: RawFd) -> Result<usize, Errno> {
         // The headers hold raw pointers, which would make the queue pair !Send if kept; they
         // are a few hundred bytes, built per call.
@@ -128,12 +151,7 @@ impl RecvRing {
         let mut n = 0;
         for ((meta, seg), msg) in self.meta.iter_mut().zip(&mut segs).zip(results) {
             *meta = (msg.bytes, msg.address.as_ref().and_then(io::to_std));
-            if let Ok(mut cmsgs) = msg.cmsgs() {
-                *seg = cmsgs.find_map(|c| match c {
-                    ControlMessageOwned::UdpGroSegments(s) => usize::try_from(s).ok(),
-                    _ => None,
-                });
-            }
+            *seg = gro_segment(&msg);
             n += 1;
         }
         for (i, seg) in segs.into_iter().enumerate().take(n) {
@@ -207,6 +225,14 @@ impl RecvRing {
             .sum::<usize>()
             + self.datagrams.capacity() * std::mem::size_of::<Datagram>()
     }
+}
+
+/// The length the kernel coalesced a run of datagrams at (UDP_GRO), if it did.
+fn gro_segment<S>(msg: &RecvMsg<'_, '_, S>) -> Option<usize> {
+    msg.cmsgs().ok()?.find_map(|c| match c {
+        ControlMessageOwned::UdpGroSegments(s) => usize::try_from(s).ok(),
+        _ => None,
+    })
 }
 
 /// EIO, for an I/O error without an OS code (never seen from `recvfrom`).
