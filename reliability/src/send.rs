@@ -537,6 +537,8 @@ impl Sender {
         let mut sample: Option<(u64, Option<Instant>)> = None;
         // When the newest acknowledged resend by a timer, or by a burst it uncovered, left.
         let mut resend: Option<Instant> = None;
+        // A first transmission is among the newly acknowledged.
+        let mut original = false;
         // `out`: the entry's latest transmission has left (it was Unacked, not Lost again).
         let mut note = |e: &InFlight, out: bool, top: &mut [u64; MAX_DUP_THRESH as usize]| {
             if sample.is_none_or(|(o, _)| e.tx_order > o) {
@@ -547,6 +549,7 @@ impl Sender {
             if out && e.tx_count > 1 && e.cause != Cause::Overtaken {
                 resend = resend.max(Some(e.sent_at));
             }
+            original |= e.tx_count == 1;
             insert_top(top, e.tx_order);
         };
         if ack.after(self.una) {
@@ -619,11 +622,14 @@ impl Sender {
             if let Some(probe) = self.tlp.take() {
                 self.tail_losses(probe, now, stats);
             }
-            // The resend asked for an ACK at once: one that comes later than a probe's wait
-            // may answer a late original instead (a receiver that computes), and what was
-            // sent before it may still be coming.
+            // Only an ACK that answers the resend: it comes within a probe's wait of it (the
+            // resend asked for an ACK at once), and acknowledges no first transmission. A
+            // receiver that computed and now works through its backlog acknowledges originals,
+            // the resent head's among them, while what was sent before the resend is still
+            // in that backlog.
             let answered = |t: &Instant| now.saturating_duration_since(*t) <= self.pto(config, rtt);
-            if let Some(resent) = resend.filter(|t| ack == self.ack_high && answered(t)) {
+            let answers = |t: &Instant| !original && ack == self.ack_high && answered(t);
+            if let Some(resent) = resend.filter(answers) {
                 self.overtaken_by_resend(resent, now, stats);
             }
             self.detect_losses(now, config, rtt, stats);
