@@ -549,19 +549,24 @@ fn a_lost_tail_is_probed_and_resent_before_the_timeout() {
     assert_eq!(a.stats().timeouts, 0);
 }
 
+/// Datagrams cut for a 1500-byte MTU, with a window as wide as the receive side allows.
+fn ethernet_sized() -> Config {
+    Config {
+        max_datagram_size: 1472,
+        send_window: 128,
+        recv_window: 128,
+        initial_credit: 128,
+        ..Config::default()
+    }
+}
+
 /// A burst that takes the whole tail of a flight, longer than the SACK bitmap reaches (a GSO
 /// run dropped at once is up to 44 datagrams): once the timer's retransmission of the head is
 /// acknowledged, everything sent before it that the ACK could have reported is lost, and goes
 /// at once; not one datagram per timeout.
 #[test]
 fn a_lost_tail_longer_than_the_sack_bitmap_comes_back_in_a_few_round_trips() {
-    let cfg = Config {
-        max_datagram_size: 1472,
-        send_window: 128,
-        recv_window: 128,
-        initial_credit: 128,
-        ..Config::default()
-    };
+    let cfg = ethernet_sized();
     let seg = cfg.segment_payload();
     let t0 = Instant::now();
     let (mut a, mut b) = pair(cfg, t0);
@@ -633,12 +638,8 @@ fn a_lost_tail_longer_than_the_sack_bitmap_comes_back_in_a_few_round_trips() {
 fn a_late_receiver_does_not_look_like_a_burst_loss() {
     for late in [None, Some(Duration::from_micros(10))] {
         let cfg = Config {
-            max_datagram_size: 1472,
-            send_window: 128,
-            recv_window: 128,
-            initial_credit: 128,
             ack_every: 4,
-            ..Config::default()
+            ..ethernet_sized()
         };
         let seg = cfg.segment_payload();
         let t0 = Instant::now();
