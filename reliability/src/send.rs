@@ -39,6 +39,10 @@ use crate::stats::Stats;
 /// the send-buffer bound.
 pub(crate) const MSG_OVERHEAD: usize = 64;
 
+/// Datagrams from the first unacknowledged one that an ACK can speak of: the one its
+/// cumulative point names (missing) and the [`SACK_BITS`] after it.
+const SACK_REACH: usize = SACK_BITS as usize + 1;
+
 /// A message waiting to be (fully) sent: `head` then `data` (a small header the caller puts in
 /// front of a large buffer it handed over, so the buffer need not be copied to make room for it;
 /// `head` is empty for messages that travel whole).
@@ -123,7 +127,8 @@ enum Cause {
     Timeout,
     /// The tail-loss probe chose it.
     Probe,
-    /// A timer's resend (or one of these) sent after it was acknowledged past it: a burst.
+    /// A resend by a timer or the probe (or one of these) sent after it was answered first:
+    /// it went in a burst.
     Burst,
 }
 
@@ -681,14 +686,14 @@ impl Sender {
     /// A datagram resent at `resent` by a timer (or as part of a burst one uncovered) is
     /// acknowledged by the newest ACK, within a probe's wait of the resend (which asked for an
     /// ACK at once): what was sent before it, is still unacknowledged and lies within the reach
-    /// of that ACK's SACK bitmap never arrived, or it would have come first. Declaring it all lost recovers a burst that took the
-    /// whole tail of a flight (a GSO run dropped at once) in a few round trips: each wave of
-    /// resends, once acknowledged, uncovers the next 33 datagrams, where the timer alone would
-    /// resend one head per backed-off timeout. Beyond the bitmap's reach silence says nothing,
-    /// and datagrams younger than the reordering window may still come.
+    /// of that ACK's SACK bitmap never arrived, or it would have come first. Declaring it all
+    /// lost recovers a burst that took the whole tail of a flight (a GSO run dropped at once)
+    /// in a few round trips: each wave of resends, once acknowledged, uncovers the next
+    /// [`SACK_REACH`] datagrams, where the timer alone would resend one head per backed-off
+    /// timeout. Beyond the bitmap's reach silence says nothing, and datagrams younger than the
+    /// reordering window may still come.
     fn overtaken_by_resend(&mut self, resent: Instant, now: Instant, stats: &mut Stats) {
-        let reach = SACK_BITS as usize + 1;
-        for e in self.flight.iter_mut().take(reach) {
+        for e in self.flight.iter_mut().take(SACK_REACH) {
             if e.state == State::Unacked && e.sent_at < resent && e.sent_at + self.reo_wnd <= now {
                 e.state = State::Lost;
                 e.cause = Cause::Burst;
@@ -745,11 +750,10 @@ impl Sender {
     fn fire_tlp(&mut self, stats: &mut Stats) {
         self.tlp_at = None;
         // Within the SACK bitmap's reach, so that the probe's ACK can show the holes below it.
-        let reach = SACK_BITS as usize + 1;
         let Some(i) = self
             .flight
             .iter()
-            .take(reach)
+            .take(SACK_REACH)
             .rposition(|e| e.state == State::Unacked)
         else {
             return;

@@ -11,6 +11,8 @@ use std::net::IpAddr;
 use nix::ifaddrs::getifaddrs;
 use nix::net::if_::InterfaceFlags;
 
+use super::io;
+
 /// IPv4 header without options plus the UDP header.
 const V4_HEADERS: usize = 20 + 8;
 /// IPv6 header plus the UDP header.
@@ -48,11 +50,7 @@ fn interface_names(local: IpAddr) -> Option<Vec<String>> {
             if local.is_unspecified() {
                 return a.flags.contains(InterfaceFlags::IFF_UP);
             }
-            let Some(sa) = a.address else { return false };
-            let ip = sa
-                .as_sockaddr_in()
-                .map(|s| IpAddr::V4(s.ip()))
-                .or_else(|| sa.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())));
+            let ip = a.address.as_ref().and_then(io::to_std).map(|s| s.ip());
             ip == Some(local)
         })
         // An address added with a label (`ip addr add ... label eth0:1`) is listed under
