@@ -153,6 +153,12 @@ impl AddressVector {
     }
 
     /// The handle a datagram from `addr` is reported with, if the peer is in the vector.
+    /// Addresses inserted so far (removed ones included): changes whenever an insert may have
+    /// named a sender.
+    pub fn insertions(&self) -> usize {
+        self.table.read().slots.len()
+    }
+
     pub fn handle_of(&self, addr: SocketAddr) -> Option<u64> {
         self.table.read().by_addr.get(&addr).copied()
     }

@@ -210,10 +210,6 @@ impl DataPath {
             }
         }
         self.wcs = wcs;
-        if self.st.holds_strangers() {
-            self.st.admit_strangers(Instant::now());
-            self.flush_backlog();
-        }
         if !self.st.rndv.is_empty() || !self.st.heard.is_empty() || !self.st.sends.is_empty() {
             self.st.timers(Instant::now());
             self.flush_backlog();
@@ -269,7 +265,7 @@ impl DataPath {
             pending: st.sends.len() * std::mem::size_of::<PendingSend>()
                 + st.rndv.len() * std::mem::size_of::<RndvRecv>()
                 + st.backlog.len() * std::mem::size_of::<Outgoing>()
-                + st.strangers_bytes,
+                + st.stand_ins_bytes(),
         }
     }
 }

@@ -65,13 +65,9 @@ const BACKLOG_MAX: usize = 4096;
 /// Queue-pair completions taken per poll.
 const POLL_BATCH: usize = 64;
 
-/// How long a message from an address the AV does not hold waits for the application to
-/// insert it, before it is matched as coming from an unknown peer (which only receives from
-/// any peer match).
-const STRANGER_GRACE: Duration = Duration::from_secs(5);
-
-/// Bytes of such messages kept at most; beyond it the oldest is matched at once.
-const STRANGERS_MAX_BYTES: usize = 16 << 20;
+/// Matcher ids from here up are stand-ins for senders the AV does not hold (below are AV
+/// handles, which are insertion indices).
+const STAND_IN_BASE: u32 = 0xF000_0000;
 
 /// Counters for the memory and diagnostics report.
 #[derive(Clone, Copy, Debug, Default)]
@@ -118,19 +114,16 @@ struct State {
     next_check: Instant,
     backlog: VecDeque<Outgoing>,
     chunks_inflight: usize,
-    /// Messages for the matcher from addresses the AV did not hold when they arrived, oldest
-    /// first. A peer can send as soon as it has inserted our address, which can be before we
-    /// have inserted its (MPICH's init); matched at once they would carry no source, and never
-    /// match the directed receive posted for them.
-    strangers: VecDeque<Stranger>,
-    strangers_bytes: usize,
+    /// The matcher's ids for senders the AV does not hold. A peer can send as soon as it has
+    /// inserted our address: before we insert its (MPICH's init), or without our ever
+    /// inserting it (Open MPI inserts a peer only to send to it or receive from it by name).
+    /// Its messages match receives from any peer at once; once the AV holds it, those still
+    /// queued pass to its handle, so the receives directed at it find them, in order.
+    stand_ins: Map<SocketAddr, PeerId>,
+    next_stand_in: u32,
+    /// The AV's insertion count when the stand-ins were last looked up in it.
+    av_seen: usize,
     pub stats: Stats,
-}
-
-struct Stranger {
-    src: SocketAddr,
-    bytes: Box<[u8]>,
-    since: Instant,
 }
 
 impl std::fmt::Debug for State {
@@ -162,8 +155,9 @@ impl State {
             next_check: Instant::now(),
             backlog: VecDeque::new(),
             chunks_inflight: 0,
-            strangers: VecDeque::new(),
-            strangers_bytes: 0,
+            stand_ins: Map::default(),
+            next_stand_in: STAND_IN_BASE,
+            av_seen: 0,
             stats: Stats::default(),
         }
     }
@@ -489,12 +483,16 @@ impl State {
     // ---- receives -----------------------------------------------------------------------
 
     pub fn recv(&mut self, a: RecvArgs) -> Result<()> {
-        self.av()?;
+        let inserted = self.av()?.insertions();
+        if inserted != self.av_seen {
+            self.av_seen = inserted;
+            self.name_stand_ins();
+        }
         let peer = if self.directed && a.src != FI_ADDR_UNSPEC {
             PeerId(
                 u32::try_from(a.src)
                     .ok()
-                    .filter(|&p| p < UNKNOWN_PEER.0)
+                    .filter(|&p| p < STAND_IN_BASE)
                     .ok_or(Errno::INVAL)?,
             )
         } else {
@@ -622,8 +620,52 @@ impl State {
             .as_ref()
             .and_then(|av| av.handle_of(src))
             .and_then(|h| u32::try_from(h).ok())
-            .filter(|&h| h < UNKNOWN_PEER.0)
+            .filter(|&h| h < STAND_IN_BASE)
             .map_or(UNKNOWN_PEER, PeerId)
+    }
+
+    /// The matcher's id for the sender of an arriving message: its AV handle, else its
+    /// stand-in (a new one the first time).
+    fn label(&mut self, src: SocketAddr) -> PeerId {
+        let peer = self.peer_of(src);
+        if self.stand_ins.is_empty() && (peer != UNKNOWN_PEER || self.av.is_none()) {
+            return peer;
+        }
+        match self.stand_ins.get(&src).copied() {
+            Some(s) if peer != UNKNOWN_PEER => {
+                // Its earlier messages take the handle first: they are older.
+                self.matcher.relabel(s, peer);
+                self.stand_ins.remove(&src);
+                peer
+            }
+            Some(s) => s,
+            None if peer != UNKNOWN_PEER || self.next_stand_in == UNKNOWN_PEER.0 => peer,
+            None => {
+                let s = PeerId(self.next_stand_in);
+                self.next_stand_in += 1;
+                self.stand_ins.insert(src, s);
+                s
+            }
+        }
+    }
+
+    fn stand_ins_bytes(&self) -> usize {
+        self.stand_ins.capacity() * std::mem::size_of::<(SocketAddr, PeerId)>()
+    }
+
+    /// Passes the queued messages of every stand-in the AV now holds to its handle.
+    fn name_stand_ins(&mut self) {
+        let named: Vec<(SocketAddr, PeerId, PeerId)> = self
+            .stand_ins
+            .iter()
+            .map(|(&src, &s)| (src, s, self.peer_of(src)))
+            .filter(|&(_, _, peer)| peer != UNKNOWN_PEER)
+            .collect();
+        for (src, s, peer) in named {
+            self.matcher.relabel(s, peer);
+            self.stand_ins.remove(&src);
+        }
+        crate::hash::shrink(&mut self.stand_ins);
     }
 
     fn recv_completion(
@@ -645,7 +687,7 @@ impl State {
             buf,
             data: h.data.unwrap_or(0),
             tag: if kind == Kind::Tagged { h.tag } else { 0 },
-            src: Some(if h.peer == UNKNOWN_PEER {
+            src: Some(if h.peer.0 >= STAND_IN_BASE {
                 ADDR_NOTAVAIL
             } else {
                 u64::from(h.peer.0)
@@ -699,47 +741,8 @@ impl State {
             return self.dispatch(src, UNKNOWN_PEER, bytes);
         }
         // One AV lookup per matched message: it takes the AV's lock.
-        let peer = self.peer_of(src);
-        if self.av.is_some()
-            && (peer == UNKNOWN_PEER || self.strangers.iter().any(|s| s.src == src))
-        {
-            self.strangers_bytes += bytes.len();
-            self.strangers.push_back(Stranger {
-                src,
-                bytes: bytes.into(),
-                since: Instant::now(),
-            });
-            if self.strangers_bytes > STRANGERS_MAX_BYTES {
-                self.admit_strangers(Instant::now());
-            }
-            return;
-        }
+        let peer = self.label(src);
         self.dispatch(src, peer, bytes);
-    }
-
-    /// Hands held messages to the matcher, in arrival order, once the AV knows their sender,
-    /// or when they waited `STRANGER_GRACE`, or to keep within `STRANGERS_MAX_BYTES`.
-    fn admit_strangers(&mut self, now: Instant) {
-        let mut keep = VecDeque::new();
-        for s in std::mem::take(&mut self.strangers) {
-            let peer = self.peer_of(s.src);
-            let due = peer != UNKNOWN_PEER
-                || now.saturating_duration_since(s.since) >= STRANGER_GRACE
-                || self.strangers_bytes > STRANGERS_MAX_BYTES;
-            // A sender's messages stay in order: none passes one of its own still held.
-            if due && !keep.iter().any(|k: &Stranger| k.src == s.src) {
-                self.strangers_bytes -= s.bytes.len();
-                self.dispatch(s.src, peer, &s.bytes);
-            } else {
-                keep.push_back(s);
-            }
-        }
-        self.strangers = keep;
-    }
-
-    /// Whether messages wait for their senders to be inserted in the AV.
-    fn holds_strangers(&self) -> bool {
-        !self.strangers.is_empty()
     }
 
     /// Handles a message; `peer` is its sender's AV handle (used only by matched messages).

@@ -4,8 +4,8 @@ use super::account::{Account, MemCounter};
 use super::multi::MultiBuf;
 use super::posted::{Posted, PostedQueue};
 use super::types::{
-    Arrival, Cancelled, Context, Delivery, Header, Kind, Peek, Post, RecvSpec, Stats, Taken,
-    Unexpected, UnexpectedId,
+    Arrival, Cancelled, Context, Delivery, Header, Kind, Peek, PeerId, Post, RecvSpec, Stats,
+    Taken, Unexpected, UnexpectedId,
 };
 use super::unexpected::{unexpected_charge, Record, UnexpectedQueue};
 
@@ -49,6 +49,15 @@ impl<R, U, A: Account> Matcher<R, U, A> {
             claimed: Vec::new(),
             next_seq: 0,
             account,
+        }
+    }
+
+    /// Gives the queued messages of peer `from` to peer `to`, both kinds: a sender matched
+    /// under a stand-in id while the AV did not hold it, once it does. Messages already
+    /// claimed keep the stand-in.
+    pub fn relabel(&mut self, from: PeerId, to: PeerId) {
+        for q in &mut self.unexpected {
+            q.relabel(from, to);
         }
     }
 

@@ -127,6 +127,31 @@ impl<U> UnexpectedQueue<U> {
         }
     }
 
+    /// Moves every queued message of peer `from` to peer `to`, keeping their order (and
+    /// their places in arrival order): a sender known by a stand-in id until the AV named it.
+    /// `to` must hold no queued message yet, or the moved ones, which are older, would queue
+    /// behind its own.
+    pub(super) fn relabel(&mut self, from: PeerId, to: PeerId) {
+        let Some(list) = self.by_peer.remove(&from) else {
+            return;
+        };
+        debug_assert!(
+            !self.by_peer.contains_key(&to),
+            "relabel onto a peer with messages"
+        );
+        // The peer's list and its exact buckets hold exactly its messages, in order: they
+        // change keys, not links.
+        let keys: Vec<u32> = self.arena.iter_list(&list, PEER).map(|(k, _)| k).collect();
+        for key in keys {
+            let h = &mut self.arena.at_mut(key).header;
+            h.peer = to;
+            if let Some(bucket) = self.exact.remove(&(from, h.tag)) {
+                self.exact.insert((to, h.tag), bucket);
+            }
+        }
+        self.by_peer.insert(to, list);
+    }
+
     /// Removes a message, queued or claimed.
     pub(super) fn remove(&mut self, key: u32) -> Record<U> {
         if self.arena.at(key).queued {

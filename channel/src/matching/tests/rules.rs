@@ -525,6 +525,45 @@ fn account_charges_records_and_eager_bodies_until_they_leave() {
 }
 
 #[test]
+fn relabelled_messages_keep_their_order_and_answer_to_the_new_peer() {
+    let mut m = M::default();
+    // Peer 900 (a stand-in) sends 1(t5) 2(t6) 3(t5) 4(t5), peer 0 sends 5(t5) in between.
+    for (no, p, tag) in [
+        (1, 900, 5),
+        (2, 900, 6),
+        (5, 0, 5),
+        (3, 900, 5),
+        (4, 900, 5),
+    ] {
+        buffered(arrive(&mut m, Kind::Tagged, eager(p, tag, 0), no));
+    }
+    // Untagged messages move too.
+    buffered(m.arrive(Kind::Msg, eager(900, 0, 0), |_| 6));
+    m.relabel(PeerId(900), PeerId(1));
+    // Nothing answers to the stand-in any more; the new peer's exact, peer and global lists
+    // all find its messages in send order, and the global order across peers holds.
+    queued(post(&mut m, Kind::Tagged, spec(Some(900), 5, 0, 0, 1)));
+    assert!(m.cancel(Context(1)).is_some());
+    assert_eq!(
+        took(post(&mut m, Kind::Tagged, spec(Some(1), 5, 0, 0, 2))),
+        1
+    );
+    assert_eq!(took(post(&mut m, Kind::Tagged, spec(None, 5, 0, 0, 3))), 5);
+    assert_eq!(
+        took(post(&mut m, Kind::Tagged, spec(Some(1), 0, ANY_TAG, 0, 4))),
+        2
+    );
+    assert_eq!(took(post(&mut m, Kind::Tagged, spec(None, 5, 0, 0, 5))), 3);
+    let d = taken(post(&mut m, Kind::Tagged, spec(Some(1), 5, 0, 0, 6)));
+    assert_eq!((d.message.payload, d.message.header.peer), (4, PeerId(1)));
+    let u = RecvSpec::untagged(PeerId(1), 0, Context(7));
+    assert_eq!(taken(m.post(Kind::Msg, u, 7)).message.payload, 6);
+    // A stand-in with nothing queued is a no-op.
+    m.relabel(PeerId(901), PeerId(2));
+    assert_empty(&m);
+}
+
+#[test]
 fn lists_are_removed_as_they_empty() {
     let mut m = M::default();
     for t in 0..500 {
