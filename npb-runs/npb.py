@@ -179,13 +179,19 @@ def cell(rows):
     return med, f"{med:.2f}{spread}" + (f" **{notes}**" if notes else "")
 
 
+def network():
+    """Where the ranks ran: loopback, or namespaces standing in for hosts."""
+    ns = os.environ.get("MPIRUN_DIWARP_NETNS")
+    return f"ranks round-robin on network namespaces {ns} as hosts" if ns else "loopback"
+
+
 def report(results, kernels, labels, cmdline, when):
     diwarp = labels[0]
     peers = labels[1:]
     lines = [
         "# NPB over diwarp and its peers",
         "",
-        f"Made with `{cmdline}` ({when}; {os.cpu_count()} cores, loopback, shared memory off).",
+        f"Made with `{cmdline}` ({when}; {os.cpu_count()} cores, {network()}, shared memory off).",
         "NPB's own \"Time in seconds\", median of the verified runs, every run in brackets;",
         "HANG = killed at the timeout, `wrong` = verification failed. Two ranks are bound to the",
         "two cores; more ranks are oversubscribed and unbound.",
@@ -237,7 +243,7 @@ def plot(results, kernels, labels, path):
     ax.set_ylabel("NPB time (s), median of verified runs")
     ax.set_yscale("log")
     ax.legend(fontsize=8)
-    ax.set_title("NAS Parallel Benchmarks: diwarp and its peers (loopback, shared memory off)")
+    ax.set_title(f"NAS Parallel Benchmarks: diwarp and its peers ({network()}, shared memory off)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

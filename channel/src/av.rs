@@ -6,6 +6,7 @@
 //! (Open MPI removes every peer just before closing the endpoint, with data still in flight).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -30,6 +31,8 @@ pub struct AddressVector {
     pub domain: Arc<Domain>,
     pub av_type: AvType,
     table: RwLock<Table>,
+    /// `table.slots.len()`, stored after each insert's names are in `by_addr`.
+    insertions: AtomicUsize,
 }
 
 /// Handles to names, and back from a datagram's source address (the newest live handle for
@@ -80,6 +83,7 @@ impl AddressVector {
                 slots: Vec::with_capacity(count.min(1 << 16)),
                 by_addr: Map::default(),
             }),
+            insertions: AtomicUsize::new(0),
         }))
     }
 
@@ -116,6 +120,7 @@ impl AddressVector {
                 }
             }
         }
+        self.insertions.store(t.slots.len(), Ordering::Release);
         Ok(out)
     }
 
@@ -152,13 +157,19 @@ impl AddressVector {
             .ok_or(Errno::INVAL)
     }
 
-    /// The handle a datagram from `addr` is reported with, if the peer is in the vector.
     /// Addresses inserted so far (removed ones included): changes whenever an insert may have
-    /// named a sender.
+    /// named a sender. Read without the lock: every receive post looks at it.
     pub fn insertions(&self) -> usize {
-        self.table.read().slots.len()
+        self.insertions.load(Ordering::Acquire)
     }
 
+    /// The handles of several addresses, under one lock.
+    pub fn handles_of(&self, addrs: impl Iterator<Item = SocketAddr>) -> Vec<Option<u64>> {
+        let t = self.table.read();
+        addrs.map(|a| t.by_addr.get(&a).copied()).collect()
+    }
+
+    /// The handle a datagram from `addr` is reported with, if the peer is in the vector.
     pub fn handle_of(&self, addr: SocketAddr) -> Option<u64> {
         self.table.read().by_addr.get(&addr).copied()
     }

@@ -655,11 +655,18 @@ impl State {
 
     /// Passes the queued messages of every stand-in the AV now holds to its handle.
     fn name_stand_ins(&mut self) {
+        let Some(av) = self.av.as_ref() else {
+            return;
+        };
+        let handles = av.handles_of(self.stand_ins.keys().copied());
         let named: Vec<(SocketAddr, PeerId, PeerId)> = self
             .stand_ins
             .iter()
-            .map(|(&src, &s)| (src, s, self.peer_of(src)))
-            .filter(|&(_, _, peer)| peer != UNKNOWN_PEER)
+            .zip(handles)
+            .filter_map(|((&src, &s), h)| {
+                let h = u32::try_from(h?).ok().filter(|&h| h < STAND_IN_BASE)?;
+                Some((src, s, PeerId(h)))
+            })
             .collect();
         for (src, s, peer) in named {
             self.matcher.relabel(s, peer);
@@ -745,7 +752,8 @@ impl State {
         self.dispatch(src, peer, bytes);
     }
 
-    /// Handles a message; `peer` is its sender's AV handle (used only by matched messages).
+    /// Handles a message; `peer` is its sender's matcher id, an AV handle or a stand-in (used
+    /// only by matched messages).
     fn dispatch(&mut self, src: SocketAddr, peer: PeerId, bytes: &[u8]) {
         let (qpn, msg) = match wire::parse(bytes) {
             Ok(m) => m,

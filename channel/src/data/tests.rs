@@ -452,8 +452,8 @@ fn a_rank_that_does_not_poll_acknowledges_what_arrives() {
 }
 
 /// A peer may send as soon as it knows our address, before we have inserted its (MPICH's
-/// init does). The message waits for the insert, then matches the receive directed at that
-/// peer and reports it as the source.
+/// init does). Once inserted, the receive directed at that peer (whose post notices the
+/// insert) matches the message and reports the peer as the source.
 #[test]
 fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
     let d = domain_with(Config::default());
@@ -492,7 +492,8 @@ fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
 /// messages from senders it never inserted (across hosts: rank 0 of a flood). They match
 /// receives from any peer at once, rendezvous included, with no source address; once the
 /// sender is inserted, its messages still queued match the receives directed at it, in the
-/// order sent, whether the insert is noticed by a receive or by the next arrival.
+/// order sent, the insert noticed by the next arrival (the test above has it noticed by a
+/// receive post).
 #[test]
 fn messages_from_a_sender_never_inserted_match_at_once_and_follow_it_into_the_av() {
     let d = domain_with(Config::default());

@@ -130,15 +130,17 @@ impl<U> UnexpectedQueue<U> {
     /// Moves every queued message of peer `from` to peer `to`, keeping their order (and
     /// their places in arrival order): a sender known by a stand-in id until the AV named it.
     /// `to` must hold no queued message yet, or the moved ones, which are older, would queue
-    /// behind its own.
+    /// behind its own; if it does, nothing moves.
     pub(super) fn relabel(&mut self, from: PeerId, to: PeerId) {
+        if self.by_peer.contains_key(&to) {
+            // Cannot happen (AV handles are fresh when they first name a sender); were it to,
+            // the messages stay matchable from any peer rather than overtake `to`'s.
+            debug_assert!(false, "relabel onto a peer with messages");
+            return;
+        }
         let Some(list) = self.by_peer.remove(&from) else {
             return;
         };
-        debug_assert!(
-            !self.by_peer.contains_key(&to),
-            "relabel onto a peer with messages"
-        );
         // The peer's list and its exact buckets hold exactly its messages, in order: they
         // change keys, not links.
         let keys: Vec<u32> = self.arena.iter_list(&list, PEER).map(|(k, _)| k).collect();
