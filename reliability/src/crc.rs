@@ -2,12 +2,14 @@
 //!
 //! The `crc32c` crate (SSE 4.2, three interleaved streams), and with the `simd-crc` feature
 //! (on by default), inputs of `FAST_MIN` bytes and more go to `crc-fast` (carry-less multiply folding,
-//! AVX-512 where present), which sums a 64 KiB segment 2.5–4 times faster here; on a full-size
-//! datagram the CRC is otherwise a large share of each end's work. Both compute the same CRC.
+//! AVX-512 where present), which sums a 64 KiB segment 2.1 times faster here and an Ethernet-sized
+//! one (1472 bytes) 1.9 times; the CRC is otherwise a large share of each end's work. Both compute
+//! the same CRC.
 
-/// Below this, the fixed cost of a call decides, and `crc32c` is as good.
+/// Below this, the fixed cost of a call decides, and `crc32c` is as good (measured here: equal
+/// at 64 to 128 bytes, `crc-fast` ahead from 256).
 #[cfg(feature = "simd-crc")]
-const FAST_MIN: usize = 4096;
+const FAST_MIN: usize = 256;
 
 /// CRC32c of the concatenation of `parts`.
 pub(crate) fn crc32c(parts: &[&[u8]]) -> u32 {
@@ -38,7 +40,7 @@ mod tests {
     #[test]
     fn parts_and_sizes_agree_with_the_reference() {
         let data: Vec<u8> = (0..70_000u32).map(|i| (i * 131 + 7) as u8).collect();
-        for len in [0, 1, 28, 4095, 4096, 65_536, 70_000] {
+        for len in [0, 1, 28, 255, 256, 1472, 4096, 65_536, 70_000] {
             let want = crc32c::crc32c(&data[..len]);
             assert_eq!(crc32c(&[&data[..len]]), want, "{len}");
             let cut = len / 3;
