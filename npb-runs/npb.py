@@ -119,7 +119,8 @@ def launch(mpi, transport, kernel, args, timeout, log, mem_report):
     if args.provider_dir:
         cmd += ["--provider-dir", args.provider_dir]
     # Two ranks are bound to the two cores, as in baselines.md; more are oversubscribed, unbound.
-    if n <= (os.cpu_count() or 1):
+    # Not on namespaces as hosts: each "host" has the same cores, so every rank would get core 0.
+    if n <= (os.cpu_count() or 1) and not os.environ.get("MPIRUN_DIWARP_NETNS"):
         cmd += (["--mpi-arg", "-bind-to", "--mpi-arg", "core"] if mpi == "mpich" else
                 ["--mpi-arg", "--bind-to", "--mpi-arg", "core", "--mpi-arg", "--map-by",
                  "--mpi-arg", "core"])
