@@ -194,8 +194,10 @@ def report(results, kernels, labels, cmdline, when):
         "",
         f"Made with `{cmdline}` ({when}; {os.cpu_count()} cores, {network()}, shared memory off).",
         "NPB's own \"Time in seconds\", median of the verified runs, every run in brackets;",
-        "HANG = killed at the timeout, `wrong` = verification failed. Two ranks are bound to the",
-        "two cores; more ranks are oversubscribed and unbound.",
+        "HANG = killed at the timeout, `wrong` = verification failed. " + (
+            "No rank is bound to a core (the namespaces share the machine's cores)."
+            if os.environ.get("MPIRUN_DIWARP_NETNS") else
+            "Two ranks are bound to the two cores; more ranks are oversubscribed and unbound."),
         "",
         "| " + " | ".join(["kernel", *labels, *(f"{diwarp} ÷ {p}" for p in peers)]) + " |",
         "|---|" + "---:|" * (len(labels) + len(peers)),
