@@ -451,11 +451,9 @@ fn a_rank_that_does_not_poll_acknowledges_what_arrives() {
     }
 }
 
-/// A peer may send as soon as it knows our address, before we have inserted its (MPICH's
-/// init does). Once inserted, the receive directed at that peer (whose post notices the
-/// insert) matches the message and reports the peer as the source.
-#[test]
-fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
+/// Two enabled endpoints: A's AV holds both (handle 1 is B), B's only B (handle 0); B's AV
+/// is returned for the test to insert A later.
+fn b_knows_only_itself() -> (Side, Side, Arc<AddressVector>) {
     let d = domain_with(Config::default());
     let (a, acq) = open_side(&d);
     let (b, bcq) = open_side(&d);
@@ -465,7 +463,6 @@ fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
         .flat_map(|n| n.encode())
         .collect();
     assert_eq!(a_av.insert(&names, 0).unwrap().count, 2);
-    // B knows only itself for now: handle 0 is B.
     let b_av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
     assert_eq!(b_av.insert(&b.name().encode(), 0).unwrap().count, 1);
     for (ep, cq, av) in [(&a, &acq, &a_av), (&b, &bcq, &b_av)] {
@@ -474,7 +471,15 @@ fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
             .unwrap();
         ep.enable().unwrap();
     }
-    let (a, b) = (Side { ep: a, cq: acq }, Side { ep: b, cq: bcq });
+    (Side { ep: a, cq: acq }, Side { ep: b, cq: bcq }, b_av)
+}
+
+/// A peer may send as soon as it knows our address, before we have inserted its (MPICH's
+/// init does). Once inserted, the receive directed at that peer (whose post notices the
+/// insert) matches the message and reports the peer as the source.
+#[test]
+fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
+    let (a, b, b_av) = b_knows_only_itself();
     send(&a, 1, Kind::Tagged, 5, pattern(100, 9), 1);
     assert_eq!(ok(next(&a, &b)).op_context, 1, "B acknowledged it");
     // B has taken the message in; now it inserts A (handle 1) and receives from it.
@@ -496,24 +501,7 @@ fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
 /// receive post).
 #[test]
 fn messages_from_a_sender_never_inserted_match_at_once_and_follow_it_into_the_av() {
-    let d = domain_with(Config::default());
-    let (a, acq) = open_side(&d);
-    let (b, bcq) = open_side(&d);
-    let a_av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
-    let names: Vec<u8> = [a.name(), b.name()]
-        .iter()
-        .flat_map(|n| n.encode())
-        .collect();
-    assert_eq!(a_av.insert(&names, 0).unwrap().count, 2);
-    let b_av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
-    assert_eq!(b_av.insert(&b.name().encode(), 0).unwrap().count, 1);
-    for (ep, cq, av) in [(&a, &acq, &a_av), (&b, &bcq, &b_av)] {
-        ep.bind(Bind::Av(av.clone()), 0).unwrap();
-        ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
-            .unwrap();
-        ep.enable().unwrap();
-    }
-    let (a, b) = (Side { ep: a, cq: acq }, Side { ep: b, cq: bcq });
+    let (a, b, b_av) = b_knows_only_itself();
     // (tag, length): message 2 goes by rendezvous; 3 and 4 share a tag.
     let msgs = [
         (20, 100),
