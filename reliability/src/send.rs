@@ -214,6 +214,9 @@ pub(crate) struct Sender {
     /// The probe outstanding: the datagram resent. At most one per tail: the next is armed
     /// once an ACK brings news.
     tlp: Option<Seq>,
+    /// The datagram that last asked for an ACK at once because it filled the window, until
+    /// an ACK covers it: one such request per window, not one per datagram that refills it.
+    full_req: Option<Seq>,
     /// When a datagram already overtaken by `dup_thresh` others outlives the reordering window.
     loss_at: Option<Instant>,
     reo_wnd: Duration,
@@ -258,6 +261,7 @@ impl Sender {
             backoff: 0,
             tlp_at: None,
             tlp: None,
+            full_req: None,
             loss_at: None,
             reo_wnd: Duration::ZERO,
             clean_acks: 0,
@@ -413,11 +417,17 @@ impl Sender {
             stats.data_sent += 1;
             let full = !self.window_open(config);
             stats.window_full += u64::from(full);
+            // Asking on every datagram that refills the window makes the peer answer each
+            // few datagrams (at 1472-byte datagrams, an ACK per 3 of them in MPI's bw test).
+            let ask = full && self.full_req.is_none();
+            if ask {
+                self.full_req = Some(seq);
+            }
             Outbound {
                 seq,
                 payload,
                 retransmit: false,
-                ack_req: full,
+                ack_req: ask,
                 // The last of what is queued, while a caller waits for a send to complete: no
                 // later datagram will fill the peer's ACK batch. A send nobody waits for
                 // (its caller already had it copied) leaves its ACK to the usual batching;
@@ -565,6 +575,9 @@ impl Sender {
                 self.clean_acks = 0;
                 halve(&mut self.reo_wnd);
                 halve(&mut self.ack_lag);
+            }
+            if self.full_req.is_some_and(|r| r.before(ack)) {
+                self.full_req = None;
             }
             for _ in 0..n {
                 let e = self.flight.pop_front().expect("ack <= nxt");

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use reliability::header::{Kind, Packet, FLAG_ACK_SOON};
+use reliability::header::{Kind, Packet, FLAG_ACK_REQ, FLAG_ACK_SOON};
 use reliability::{
     Config, Delivery, Event, MsgId, Placement, SendError, Session, SessionIds, Sink,
 };
@@ -742,4 +742,44 @@ fn a_receiver_that_acknowledges_late_is_waited_for() {
     );
     assert!(a.rtt().ack_lag >= lag, "{:?}", a.rtt());
     assert!(a.stats().spurious_retransmits > 0);
+}
+
+#[test]
+fn a_full_window_asks_for_an_ack_once_per_window_not_on_every_refill() {
+    // A window-limited stream: the receiver takes datagrams one by one in order and answers by
+    // count (every 8); every answer reaches the sender at once, which refills the window. Had
+    // each refill that fills the window asked for an immediate ACK, the peer would answer every
+    // few datagrams (an ACK per 3 in MPI's bw test at 1472-byte datagrams).
+    let cfg = Config {
+        max_datagram_size: 1472,
+        send_window: 64,
+        recv_window: 64,
+        initial_credit: 64,
+        ack_every: 8,
+        ..Config::default()
+    };
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(cfg, t0);
+    let msg: Vec<u8> = (0..1_000_000u32).map(|i| i as u8).collect();
+    a.send(t0, msg.clone()).unwrap();
+    let mut wire: std::collections::VecDeque<Vec<u8>> = drain(&mut a, t0).into();
+    let (mut sent, mut asked) = (0usize, 0usize);
+    let mut sink = Collect::default();
+    let now = t0 + Duration::from_micros(5);
+    while let Some(d) = wire.pop_front() {
+        sent += 1;
+        asked += usize::from(Packet::new_checked(&d[..]).unwrap().flags() & FLAG_ACK_REQ != 0);
+        b.handle_datagram(now, &d, &mut sink).unwrap();
+        for ack in drain(&mut b, now) {
+            a.handle_datagram(now, &ack, &mut Collect::default())
+                .unwrap();
+            wire.extend(drain(&mut a, now));
+        }
+    }
+    assert!(sent > 600, "{sent} datagrams");
+    assert!(asked >= 1, "a full window still asks");
+    assert!(
+        asked <= sent / 64 + 1,
+        "{asked} requests for {sent} datagrams"
+    );
 }
