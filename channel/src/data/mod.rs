@@ -616,12 +616,7 @@ impl State {
     }
 
     fn peer_of(&self, src: SocketAddr) -> PeerId {
-        self.av
-            .as_ref()
-            .and_then(|av| av.handle_of(src))
-            .and_then(|h| u32::try_from(h).ok())
-            .filter(|&h| h < STAND_IN_BASE)
-            .map_or(UNKNOWN_PEER, PeerId)
+        matcher_id(self.av.as_ref().and_then(|av| av.handle_of(src))).unwrap_or(UNKNOWN_PEER)
     }
 
     /// The matcher's id for the sender of an arriving message: its AV handle, else its
@@ -663,10 +658,7 @@ impl State {
             .stand_ins
             .iter()
             .zip(handles)
-            .filter_map(|((&src, &s), h)| {
-                let h = u32::try_from(h?).ok().filter(|&h| h < STAND_IN_BASE)?;
-                Some((src, s, PeerId(h)))
-            })
+            .filter_map(|((&src, &s), h)| Some((src, s, matcher_id(h)?)))
             .collect();
         for (src, s, peer) in named {
             self.matcher.relabel(s, peer);
@@ -852,6 +844,12 @@ impl RdReceiver for State {
     fn message(&mut self, src: SocketAddr, payload: &[u8]) {
         self.handle_message(src, payload);
     }
+}
+
+/// The matcher's id for an AV handle, if it has one (handles up to the stand-ins' range).
+fn matcher_id(handle: Option<u64>) -> Option<PeerId> {
+    let h = u32::try_from(handle?).ok()?;
+    (h < STAND_IN_BASE).then_some(PeerId(h))
 }
 
 fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
