@@ -844,6 +844,35 @@ impl RdReceiver for State {
     fn message(&mut self, src: SocketAddr, payload: &[u8]) {
         self.handle_message(src, payload);
     }
+
+    /// A chunk cut into several datagrams (an MTU below the chunk) goes into the receive
+    /// segment by segment: no reassembly buffer, no second copy.
+    fn segment(&mut self, src: SocketAddr, head: &[u8], offset: usize, bytes: &[u8]) -> bool {
+        let Ok((
+            _,
+            Msg::Data {
+                recv_id,
+                offset: chunk_at,
+                ..
+            },
+        )) = wire::parse(head)
+        else {
+            return false;
+        };
+        if offset == 0 {
+            self.heard_from(src);
+        }
+        // The first segment starts with the header; later ones are payload only.
+        let (skip, at) = match offset.checked_sub(wire::DATA_HEADER) {
+            Some(at) => (0, at),
+            None => (wire::DATA_HEADER - offset, 0),
+        };
+        match (bytes.get(skip..), chunk_at.checked_add(at as u64)) {
+            (Some(payload), Some(at)) => self.on_data(src, recv_id, at, payload),
+            _ => self.stats.malformed += 1,
+        }
+        true
+    }
 }
 
 /// The matcher's id for an AV handle, if it has one (handles up to the stand-ins' range).

@@ -129,7 +129,19 @@ fn ok(g: Got) -> Completion {
 
 #[test]
 fn eager_and_rendezvous_arrive_intact_in_order() {
-    let (a, b) = pair();
+    eager_and_rendezvous_intact_in_order(pair());
+}
+
+/// At an Ethernet MTU every chunk spans many datagrams: they go straight into the receive.
+#[test]
+fn eager_and_rendezvous_arrive_intact_in_order_at_ethernet_datagrams() {
+    eager_and_rendezvous_intact_in_order(pair_with(Config {
+        datagram_size: Some(1472),
+        ..Config::default()
+    }));
+}
+
+fn eager_and_rendezvous_intact_in_order((a, b): (Side, Side)) {
     let sizes = [
         0,
         1,

@@ -41,8 +41,8 @@ use crate::wire::rdmap::{Opcode, SegmentRepr};
 use peers::{OutMsg, Peer};
 use pool::BufPool;
 use ring::RecvRing;
-pub use rx::RdReceiver;
 use rx::{Gate, ReceiverSink, RxSink, Stash, DDP_HEADER};
+pub use rx::{RdReceiver, SEGMENT_HEAD};
 pub use stats::RdStats;
 use tx::{TxItem, TxQueue};
 

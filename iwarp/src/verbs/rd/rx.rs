@@ -380,12 +380,36 @@ pub trait RdReceiver {
     fn early(&mut self, src: SocketAddr, payload: &[u8], in_order: bool) -> bool;
     /// A message, in the peer's send order.
     fn message(&mut self, src: SocketAddr, payload: &[u8]);
+    /// A segment of a message longer than one datagram, offered as it arrives so that it can
+    /// go straight where it belongs instead of through a reassembly buffer. `head` is the
+    /// start of the message's payload (at most [`SEGMENT_HEAD`] bytes, as many as its first
+    /// segment carried) and `bytes` lie at `offset` in that payload.
+    ///
+    /// The first call brings the first segment (`offset` 0), and only if it is the first of
+    /// its message to arrive. Return true to take the message: every later segment comes here
+    /// too, and the message is never handed over whole. Return false (the default) and it is
+    /// reassembled and comes through [`RdReceiver::early`] or [`RdReceiver::message`]. A
+    /// taken message is not in order: only a receiver whose handling does not depend on order
+    /// should take one.
+    fn segment(&mut self, src: SocketAddr, head: &[u8], offset: usize, bytes: &[u8]) -> bool {
+        let _ = (src, head, offset, bytes);
+        false
+    }
 }
+
+/// Most payload bytes kept of a segmented message's first segment, for [`RdReceiver::segment`].
+pub const SEGMENT_HEAD: usize = 64;
 
 /// A segmented message in receiver mode, between its first segment and its delivery.
 enum Staged {
     /// The receiver took it early.
     Taken,
+    /// The receiver takes its segments as they come ([`RdReceiver::segment`]).
+    Direct {
+        head: [u8; SEGMENT_HEAD],
+        head_len: u8,
+        total: u32,
+    },
     /// Reassembled here (header included) until its turn.
     Bytes { buf: Vec<u8>, total: u32 },
     /// Broken: dropped at delivery.
@@ -425,15 +449,50 @@ impl Sink for ReceiverSink<'_> {
         }
         let slot = &mut self.rx.staged[i];
         let offset = p.offset as usize;
-        if slot.is_none() && offset == 0 && p.bytes.len() == p.total_len as usize {
+        let segmented = (p.bytes.len() as u64) < u64::from(p.total_len);
+        if slot.is_none() && offset == 0 && (!segmented || p.bytes.len() > DDP_HEADER) {
             let Some(body) = payload(p.bytes, self.qpn, self.stats) else {
                 *slot = Some(Staged::Bad);
                 return;
             };
-            if self.recv.early(self.src, body, i == 0) {
-                *slot = Some(Staged::Taken);
-                return;
+            if !segmented {
+                if self.recv.early(self.src, body, i == 0) {
+                    *slot = Some(Staged::Taken);
+                    return;
+                }
+            } else {
+                let head_len = body.len().min(SEGMENT_HEAD);
+                if self.recv.segment(self.src, &body[..head_len], 0, body) {
+                    let mut head = [0; SEGMENT_HEAD];
+                    head[..head_len].copy_from_slice(&body[..head_len]);
+                    *slot = Some(Staged::Direct {
+                        head,
+                        head_len: head_len as u8,
+                        total: p.total_len,
+                    });
+                    return;
+                }
             }
+        }
+        if let Some(Staged::Direct {
+            head,
+            head_len,
+            total,
+        }) = slot
+        {
+            // Only the first segment holds the header; the engine places each datagram once.
+            let taken = *total == p.total_len
+                && offset >= DDP_HEADER
+                && self.recv.segment(
+                    self.src,
+                    &head[..*head_len as usize],
+                    offset - DDP_HEADER,
+                    p.bytes,
+                );
+            if !taken {
+                self.stats.protocol_errors += 1;
+            }
+            return;
         }
         let st = slot.get_or_insert_with(|| Staged::Bytes {
             buf: vec![0; p.total_len as usize],
@@ -466,7 +525,7 @@ impl Sink for ReceiverSink<'_> {
                     self.recv.message(self.src, body);
                 }
             }
-            (Delivery::Placed { .. }, Some(Staged::Taken)) => {}
+            (Delivery::Placed { .. }, Some(Staged::Taken | Staged::Direct { .. })) => {}
             (Delivery::Placed { len }, Some(Staged::Bytes { buf, total })) if total == len => {
                 if let Some(body) = payload(&buf, self.qpn, self.stats) {
                     self.recv.message(self.src, body);
