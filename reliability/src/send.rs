@@ -382,6 +382,13 @@ impl Sender {
             stats.retransmits += 1;
             let seq = self.una.add(i as u32);
             let epoch = *self.epoch.get_or_insert(e.first_sent);
+            // A duplicate report answers the latest resend: an older one's time would make a
+            // prompt answer look late.
+            for r in &mut self.recent_retx {
+                if r.is_some_and(|r| r.seq == seq) {
+                    *r = None;
+                }
+            }
             self.recent_retx[usize::from(self.recent_pos)] = Some(Retx {
                 seq,
                 first_sent: micros_since(epoch, e.first_sent),
@@ -800,6 +807,15 @@ impl Sender {
         };
         let us = |d: u32| Duration::from_micros(u64::from(d));
         stats.spurious_retransmits += 1;
+        let since_resend = us(micros_since(epoch, now).wrapping_sub(r.resent));
+        if matches!(r.cause, Cause::Timeout | Cause::Probe) && since_resend < rtt.rto(config) {
+            // A timer's resend reported as a duplicate within a timeout of the resend: the
+            // peer was not stalled (a stalled peer answers the resend late too), so the
+            // original's ACK was lost rather than late, and the network held nothing back.
+            // Learning a lag or a reordering window from it would feed on itself: each lost
+            // ACK would lengthen the next timeout by the last one.
+            return;
+        }
         self.clean_acks = 0;
         if r.cause != Cause::Probe {
             // The original was still unacknowledged `waited` after it was sent: the network can

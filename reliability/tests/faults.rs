@@ -214,3 +214,50 @@ fn reordering_window_adapts() {
         assert!(!reo.is_zero(), "seed {seed}: no reordering window learnt");
     }
 }
+
+/// Lost ACKs make timers resend datagrams the peer had, and it reports them as duplicates at
+/// once. That is neither a slow peer nor a reordering network: the timeout must not learn from
+/// it, or each lost ACK lengthens the next timeout by the last one. Before the fix (one loss
+/// in ten, both ways, 1000 messages up to 64 KiB in 1472-byte datagrams) the ACK lag grew to
+/// 2.9 ms, 150 timeouts fired and the transfer took 577 ms of simulated time; now 5-16 and
+/// 74-114 ms.
+#[test]
+fn lost_acks_do_not_lengthen_the_timeout() {
+    for seed in 0..4u64 {
+        let cfg = reliability::Config {
+            max_datagram_size: 1472,
+            ..reliability::Config::default()
+        };
+        let gen = MsgGen {
+            seed,
+            max_len: 64 << 10,
+            tiny: 0.0,
+            small: 0.0,
+            small_len: 0,
+        };
+        let faults = Faults {
+            latency: Duration::from_micros(20),
+            rate: Some(2_000_000_000),
+            ..Faults::none()
+        };
+        let mut sim = Sim::new(seed, faults, gen, [cfg.clone(), cfg]);
+        let mut rng = util::Rng::new(seed ^ 0xac);
+        // One datagram in ten is lost, ACKs included.
+        sim.net.filter = Some(Box::new(move |_from, _to, _n, _bytes| rng.chance(0.1)));
+        sim.connect(0, 1);
+        sim.flow(0, 1, 1000);
+        sim.run(Duration::from_secs(20));
+        assert_idle(&sim);
+        let s = sim.nodes[0].ep.session(util::session_id(0, 1)).unwrap();
+        let (rtt, stats) = (s.rtt(), s.stats());
+        assert!(
+            rtt.ack_lag < Duration::from_millis(1) && rtt.reo_wnd < Duration::from_millis(1),
+            "seed {seed}: {rtt:?}"
+        );
+        assert!(
+            sim.net.elapsed() < Duration::from_millis(200),
+            "seed {seed}: {:?}, {stats:?}",
+            sim.net.elapsed()
+        );
+    }
+}
