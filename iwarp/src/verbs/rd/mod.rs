@@ -768,12 +768,14 @@ impl RdPath {
             .flat_map(|p| &p.waiting)
             .map(|m| m.head.len() + m.data.len())
             .sum();
+        let receiving: usize = self.peers.values().map(|p| p.rx.memory_bytes()).sum();
         self.ring.as_ref().map_or(0, |r| r.memory_bytes())
             + self.parked.iter().map(|p| p.buf.capacity()).sum::<usize>()
             + self.stash.bytes()
             + self.tx.memory_bytes()
             + self.pool.memory_bytes()
             + waiting
+            + receiving
             + self.endpoint.memory()
             + self.sock.held_bytes()
     }

@@ -171,6 +171,21 @@ impl PeerRx {
         }
     }
 
+    /// Bytes held for this peer's messages: reassembly buffers and bookkeeping.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        let buffers: usize = self
+            .staged
+            .iter()
+            .map(|s| match s {
+                Some(Staged::Bytes { buf, .. }) => buf.capacity(),
+                _ => 0,
+            })
+            .sum();
+        buffers
+            + self.staged.capacity() * std::mem::size_of::<Option<Staged>>()
+            + self.bound.capacity() * std::mem::size_of::<Bound>()
+    }
+
     /// How many messages before `msg` the peer skipped (the engine delivers in order, so any
     /// is a broken peer, counted), or `None` for a message already delivered.
     fn skipped(&self, msg: MsgId, stats: &mut RdStats) -> Option<usize> {
@@ -534,5 +549,42 @@ impl Sink for ReceiverSink<'_> {
             (_, Some(Staged::Bad)) => {}
             _ => self.stats.protocol_errors += 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Refuse;
+
+    impl RdReceiver for Refuse {
+        fn early(&mut self, _: SocketAddr, _: &[u8], _: bool) -> bool {
+            false
+        }
+        fn message(&mut self, _: SocketAddr, _: &[u8]) {}
+    }
+
+    #[test]
+    fn reassembly_buffers_count_in_the_memory_ledger() {
+        let mut rx = PeerRx::new(MsgId(0));
+        let mut stats = RdStats::default();
+        let mut recv = Refuse;
+        let base = rx.memory_bytes();
+        let mut sink = ReceiverSink {
+            rx: &mut rx,
+            recv: &mut recv,
+            src: "127.0.0.1:1".parse().unwrap(),
+            qpn: 1,
+            stats: &mut stats,
+        };
+        // A middle segment of message 1, ahead of message 0: it waits in a reassembly buffer.
+        sink.place(Placement {
+            msg: MsgId(1),
+            offset: 1000,
+            total_len: 60_000,
+            bytes: &[7; 1000],
+        });
+        assert!(rx.memory_bytes() >= base + 60_000, "{}", rx.memory_bytes());
     }
 }
