@@ -382,13 +382,6 @@ impl Sender {
             stats.retransmits += 1;
             let seq = self.una.add(i as u32);
             let epoch = *self.epoch.get_or_insert(e.first_sent);
-            // A duplicate report answers the latest resend: an older one's time would make a
-            // prompt answer look late.
-            for r in &mut self.recent_retx {
-                if r.is_some_and(|r| r.seq == seq) {
-                    *r = None;
-                }
-            }
             self.recent_retx[usize::from(self.recent_pos)] = Some(Retx {
                 seq,
                 first_sent: micros_since(epoch, e.first_sent),
@@ -792,29 +785,45 @@ impl Sender {
         &mut self,
         seq: Seq,
         now: Instant,
+        heard_before: Instant,
         config: &Config,
         rtt: &RttEstimator,
         stats: &mut Stats,
     ) {
-        let (Some(r), Some(epoch)) = (
-            self.recent_retx
-                .iter_mut()
-                .find(|r| r.is_some_and(|r| r.seq == seq))
-                .and_then(Option::take),
-            self.epoch,
-        ) else {
-            return;
-        };
+        let Some(epoch) = self.epoch else { return };
+        let now_us = micros_since(epoch, now);
+        let age = |r: &Retx| now_us.wrapping_sub(r.resent);
+        let timer = |r: &Retx| matches!(r.cause, Cause::Timeout | Cause::Probe);
+        // The records of `seq`'s resends (all consumed): the first, and the first by a timer.
+        let (mut first, mut first_timer): (Option<Retx>, Option<Retx>) = (None, None);
+        for slot in &mut self.recent_retx {
+            let Some(r) = slot.take_if(|r| r.seq == seq) else {
+                continue;
+            };
+            if first.as_ref().is_none_or(|f| age(&r) > age(f)) {
+                first = Some(r);
+            }
+            if timer(&r) && first_timer.as_ref().is_none_or(|f| age(&r) > age(f)) {
+                first_timer = Some(r);
+            }
+        }
+        let Some(r) = first else { return };
         let us = |d: u32| Duration::from_micros(u64::from(d));
         stats.spurious_retransmits += 1;
-        let since_resend = us(micros_since(epoch, now).wrapping_sub(r.resent));
-        if matches!(r.cause, Cause::Timeout | Cause::Probe) && since_resend < rtt.rto(config) {
-            // A timer's resend reported as a duplicate within a timeout of the resend: the
-            // peer was not stalled (a stalled peer answers the resend late too), so the
-            // original's ACK was lost rather than late, and the network held nothing back.
-            // Learning a lag or a reordering window from it would feed on itself: each lost
-            // ACK would lengthen the next timeout by the last one.
-            return;
+        if let Some(t) = first_timer {
+            let heard = now_us.wrapping_sub(micros_since(epoch, heard_before)) < age(&t);
+            if heard || us(age(&t)) <= rtt.pto(config) {
+                // The peer had the original when a timer first resent it, and was not
+                // computing: it answered that resend at once (it asked for an ACK), or spoke in
+                // between. The original's ACK was lost, not late, and the network held nothing
+                // back. Learning a lag or a reordering window from it would feed on itself:
+                // each lost ACK would lengthen the next timeout by the last one. A peer that
+                // computes is silent from before the first resend until its duplicate report.
+                // The peer keeping up now also outweighs a lag learnt earlier, maybe from a
+                // lost answer to a resend.
+                halve(&mut self.ack_lag);
+                return;
+            }
         }
         self.clean_acks = 0;
         if r.cause != Cause::Probe {

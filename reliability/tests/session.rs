@@ -683,24 +683,21 @@ fn a_late_receiver_does_not_look_like_a_burst_loss() {
     }
 }
 
-/// A receiver that computes instead of polling takes its datagrams, and acknowledges them,
-/// milliseconds late. The first time, the sender's timers resend into the silence; once a
-/// duplicate report proves that needless, the sender waits as long for later ACKs, and the
-/// next exchanges cost no retransmission.
-#[test]
-fn a_receiver_that_acknowledges_late_is_waited_for() {
+/// Rounds of one 1000-byte message each from `a` to `b`; in round `i`, `b` looks at its
+/// socket `lags[i]` after the send (zero: at once) and then acknowledges when due. Returns the
+/// sender and its retransmissions per round; every message is checked.
+fn lagging_rounds(lags: &[Duration]) -> (Session, Vec<u64>) {
     let t0 = Instant::now();
     let (mut a, mut b) = pair(Config::default(), t0);
     let hop = Duration::from_micros(5);
-    let lag = Duration::from_millis(5);
     let mut sink = Collect::default();
     let mut now = t0;
     let mut retx_per_round = Vec::new();
-    for round in 0..20u32 {
+    for (round, &lag) in lags.iter().enumerate() {
         let before = a.stats().retransmits;
         a.send(now, vec![round as u8; 1000]).unwrap();
         // What `a` emits until `b` looks at its socket, `lag` later.
-        let wake = now + lag;
+        let wake = now + lag.max(hop);
         let mut queued = drain(&mut a, now);
         while let Some(t) = a.poll_timeout().filter(|&t| t < wake) {
             a.handle_timeout(t);
@@ -727,10 +724,21 @@ fn a_receiver_that_acknowledges_late_is_waited_for() {
         retx_per_round.push(a.stats().retransmits - before);
         now += Duration::from_millis(1);
     }
-    assert_eq!(sink.delivered.len(), 20);
+    assert_eq!(sink.delivered.len(), lags.len());
     for (round, (_, bytes, _)) in sink.delivered.iter().enumerate() {
         assert_eq!(bytes.as_deref(), Some(&vec![round as u8; 1000][..]));
     }
+    (a, retx_per_round)
+}
+
+/// A receiver that computes instead of polling takes its datagrams, and acknowledges them,
+/// milliseconds late. The first time, the sender's timers resend into the silence; once a
+/// duplicate report proves that needless, the sender waits as long for later ACKs, and the
+/// next exchanges cost no retransmission.
+#[test]
+fn a_receiver_that_acknowledges_late_is_waited_for() {
+    let lag = Duration::from_millis(5);
+    let (a, retx_per_round) = lagging_rounds(&[lag; 20]);
     assert!(
         retx_per_round[0] > 0,
         "the first late ACK is not known in advance"
@@ -742,6 +750,32 @@ fn a_receiver_that_acknowledges_late_is_waited_for() {
     );
     assert!(a.rtt().ack_lag >= lag, "{:?}", a.rtt());
     assert!(a.stats().spurious_retransmits > 0);
+}
+
+/// The same once the sender knows the path's round trip (its probe then fires within
+/// microseconds, and timers keep resending while the receiver computes), for lags of a few
+/// timeouts: the lag is learnt from the first lagged round, whichever resend the duplicate
+/// report answers.
+#[test]
+fn a_receiver_that_starts_acknowledging_late_is_waited_for() {
+    for ms in [1.5f64, 3.5, 7.5, 16.0] {
+        let lag = Duration::from_secs_f64(ms / 1000.0);
+        let mut lags = vec![Duration::ZERO; 5];
+        lags.extend([lag; 10]);
+        let (a, retx) = lagging_rounds(&lags);
+        assert_eq!(retx[..5].iter().sum::<u64>(), 0, "{ms} ms: {retx:?}");
+        assert!(
+            retx[5] > 0,
+            "{ms} ms: the first late ACK is not known in advance"
+        );
+        assert_eq!(
+            retx[6..].iter().sum::<u64>(),
+            0,
+            "{ms} ms: retransmissions per round: {retx:?}, {:?}",
+            a.rtt()
+        );
+        assert!(a.rtt().ack_lag >= lag, "{ms} ms: {:?}", a.rtt());
+    }
 }
 
 #[test]
