@@ -785,7 +785,6 @@ impl Sender {
         &mut self,
         seq: Seq,
         now: Instant,
-        heard_before: Instant,
         config: &Config,
         rtt: &RttEstimator,
         stats: &mut Stats,
@@ -810,20 +809,16 @@ impl Sender {
         let Some(r) = first else { return };
         let us = |d: u32| Duration::from_micros(u64::from(d));
         stats.spurious_retransmits += 1;
-        if let Some(t) = first_timer {
-            let heard = now_us.wrapping_sub(micros_since(epoch, heard_before)) < age(&t);
-            if heard || us(age(&t)) <= rtt.pto(config) {
-                // The peer had the original when a timer first resent it, and was not
-                // computing: it answered that resend at once (it asked for an ACK), or spoke in
-                // between. The original's ACK was lost, not late, and the network held nothing
-                // back. Learning a lag or a reordering window from it would feed on itself:
-                // each lost ACK would lengthen the next timeout by the last one. A peer that
-                // computes is silent from before the first resend until its duplicate report.
-                // The peer keeping up now also outweighs a lag learnt earlier, maybe from a
-                // lost answer to a resend.
-                halve(&mut self.ack_lag);
-                return;
-            }
+        if first_timer.is_some_and(|t| us(age(&t)) <= rtt.pto(config)) {
+            // The peer had the original when a timer first resent it, and answered that resend
+            // at once (it asked for an ACK): it was not computing. The original's ACK was lost,
+            // not late, and the network held nothing back. Learning a lag or a reordering
+            // window from it would feed on itself: each lost ACK would lengthen the next
+            // timeout by the last one. (A peer that computes answers the first resend late,
+            // whatever later resends it answers at once.) The peer keeping up now also
+            // outweighs a lag learnt earlier, maybe from a lost answer to a resend.
+            halve(&mut self.ack_lag);
+            return;
         }
         self.clean_acks = 0;
         if r.cause != Cause::Probe {

@@ -330,17 +330,11 @@ impl Session {
             self.stats.dropped_invalid_ack += 1;
             return Err(DropReason::InvalidAck);
         }
-        let heard_before = std::mem::replace(&mut self.last_heard, now);
+        self.last_heard = now;
         self.stats.datagrams_received += 1;
         if repr.dsack {
-            self.tx.on_dsack(
-                repr.seq,
-                now,
-                heard_before,
-                &self.config,
-                &self.rtt,
-                &mut self.stats,
-            );
+            self.tx
+                .on_dsack(repr.seq, now, &self.config, &self.rtt, &mut self.stats);
         }
         if repr.ack_req {
             self.rx.request_ack();
