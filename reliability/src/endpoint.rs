@@ -91,6 +91,8 @@ pub struct Endpoint {
     /// Sessions that may owe their peer an ACK, for [`Endpoint::flush_acks`].
     owing: Vec<u32>,
     recv_budget: Option<u32>,
+    /// When the caller last found its input empty ([`Endpoint::input_drained`]).
+    drained_at: Option<Instant>,
     stats: EndpointStats,
 }
 
@@ -107,6 +109,7 @@ impl Endpoint {
             due: Vec::new(),
             owing: Vec::new(),
             recv_budget: None,
+            drained_at: None,
             stats: EndpointStats::default(),
         })
     }
@@ -259,6 +262,12 @@ impl Endpoint {
         r
     }
 
+    /// The caller read its input (the socket every session shares) to the end at `now`. See
+    /// [`Session::input_drained`]: without it no duplicate is taken for the sign of a lost ACK.
+    pub fn input_drained(&mut self, now: Instant) {
+        self.drained_at = Some(now);
+    }
+
     /// The session id a datagram is addressed to, if it is long enough to carry one.
     pub fn peek_session_id(datagram: &[u8]) -> Option<u32> {
         Packet::new_checked(datagram).ok().map(|p| p.session())
@@ -298,6 +307,9 @@ impl Endpoint {
             }
         }
         let e = self.sessions.get_mut(&id).expect("present or opened");
+        if let Some(t) = self.drained_at {
+            e.session.input_drained(t);
+        }
         let r = e.session.handle_datagram(now, datagram, sink);
         if !e.owing && e.session.owes_ack() {
             e.owing = true;

@@ -5,7 +5,9 @@
 //!  1      flags                   0x01 ACK_REQ (ack me now), 0x02 CHECKSUM (CRC32c trailer),
 //!                                 0x04 DSACK (ACK only: `seq` names a datagram received twice),
 //!                                 0x08 ACK_SOON (the sender has nothing more queued: ack within
-//!                                 the short delay); the other bits are reserved and must be zero
+//!                                 the short delay), 0x10 ACKED (with DSACK only: the duplicate
+//!                                 had been acknowledged before its copy came); the other bits
+//!                                 are reserved and must be zero
 //!  2..4   credit:u16              datagrams the sender of this header will accept from `ack` on
 //!  4..8   session:u32             the receiver-chosen id of the session this datagram is for
 //!  8..12  epoch:u32               the sender's incarnation
@@ -55,7 +57,12 @@ pub const FLAG_DSACK: u8 = 0x04;
 /// batch; whoever waits on this one's completion waits for the ACK, which should come after a
 /// short delay (`ack_soon_delay`) rather than the full one, unless a reply carries it first.
 pub const FLAG_ACK_SOON: u8 = 0x08;
-const FLAGS_KNOWN: u8 = FLAG_ACK_REQ | FLAG_CHECKSUM | FLAG_DSACK | FLAG_ACK_SOON;
+/// Flag (with DSACK only): the duplicate reported had already been acknowledged when its copy
+/// came, so the ACK was lost or late on the wire. Without it the copy came first: the receiver
+/// had not yet acknowledged the original (it was computing, or the original was held back).
+/// That tells a lost ACK from a late receiver, which the sender cannot tell by timing alone.
+pub const FLAG_ACKED: u8 = 0x10;
+const FLAGS_KNOWN: u8 = FLAG_ACK_REQ | FLAG_CHECKSUM | FLAG_DSACK | FLAG_ACK_SOON | FLAG_ACKED;
 
 mod field {
     use core::ops::Range;
@@ -187,6 +194,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         if flags & FLAG_DSACK != 0 && kind != Kind::Ack {
             return Err(HeaderError::ReservedFlags(FLAG_DSACK));
+        }
+        if flags & (FLAG_ACKED | FLAG_DSACK) == FLAG_ACKED {
+            return Err(HeaderError::ReservedFlags(FLAG_ACKED));
         }
         if b.len() < kind.header_len() + self.trailer_len() {
             return Err(HeaderError::Truncated);
@@ -427,6 +437,8 @@ pub struct Repr {
     pub checksum: bool,
     /// DSACK flag (ACK only): `seq` was received twice.
     pub dsack: bool,
+    /// ACKED flag (with DSACK only): `seq` had been acknowledged before its copy came.
+    pub dsack_acked: bool,
     /// Kind-specific part.
     pub body: Body,
 }
@@ -491,6 +503,7 @@ impl Repr {
             ack_soon: flags & FLAG_ACK_SOON != 0,
             checksum: flags & FLAG_CHECKSUM != 0,
             dsack: flags & FLAG_DSACK != 0,
+            dsack_acked: flags & FLAG_ACKED != 0,
             body,
         };
         Ok((repr, payload))
@@ -520,6 +533,9 @@ impl Repr {
         }
         if self.dsack {
             flags |= FLAG_DSACK;
+            if self.dsack_acked {
+                flags |= FLAG_ACKED;
+            }
         }
         p.set_flags(flags);
         p.set_credit(self.credit);
@@ -637,6 +653,7 @@ mod tests {
             ack_soon: false,
             checksum: false,
             dsack: false,
+            dsack_acked: false,
             body,
         }
     }
@@ -693,6 +710,11 @@ mod tests {
         b[0] = 0x10;
         b[1] = 0x80;
         assert_eq!(Repr::parse(&b), Err(HeaderError::ReservedFlags(0x80)));
+        // ACKED qualifies a DSACK and means nothing alone.
+        b[1] = FLAG_ACKED;
+        assert_eq!(Repr::parse(&b), Err(HeaderError::ReservedFlags(FLAG_ACKED)));
+        b[1] = FLAG_ACKED | FLAG_DSACK;
+        assert!(Repr::parse(&b).is_ok_and(|(r, _)| r.dsack && r.dsack_acked));
         let mut with_payload = buf.to_vec();
         with_payload.push(0);
         assert_eq!(Repr::parse(&with_payload), Err(HeaderError::AckPayload));

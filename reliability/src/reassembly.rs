@@ -96,7 +96,48 @@ pub(crate) struct Receiver {
     ack_now: bool,
     /// Sequence numbers received twice, to report (a few; more are dropped).
     dsacks: [Seq; 4],
+    /// Bit i: `dsacks[i]` had been acknowledged before its copy came.
+    dsacks_acked: u8,
     n_dsacks: u8,
+    /// The ACKs sent, to tell whether a duplicate had been acknowledged before its copy came.
+    sent: SentAcks,
+}
+
+/// The last ACK (cumulative point and bitmap) sent, with when, and the last one sent before
+/// the caller last found its input empty. A datagram read after that moment came after that
+/// ACK left. One read before it may have been waiting in the socket since before the ACK:
+/// a rank that gets the CPU back after a time slice reads a full socket in several batches
+/// and acknowledges between them, while the copies behind were sent long before.
+#[derive(Debug, Default)]
+struct SentAcks {
+    latest: (Seq, u32),
+    latest_at: Option<Instant>,
+    settled: (Seq, u32),
+    drained_at: Option<Instant>,
+}
+
+impl SentAcks {
+    fn sent(&mut self, ack: Seq, sack: u32, now: Instant) {
+        if self.latest_at < self.drained_at {
+            self.settled = self.latest;
+        }
+        self.latest = (ack, sack);
+        self.latest_at = Some(now);
+    }
+
+    /// Whether an ACK that left before the input was last drained covered `seq`.
+    fn covered(&self, seq: Seq) -> bool {
+        let (ack, sack) = if self.latest_at < self.drained_at {
+            self.latest
+        } else {
+            self.settled
+        };
+        if seq.before(ack) {
+            return true;
+        }
+        let i = seq.since(ack);
+        (1..=SACK_BITS).contains(&i) && sack & (1 << (i - 1)) != 0
+    }
 }
 
 impl Receiver {
@@ -111,7 +152,13 @@ impl Receiver {
             ack_at: None,
             ack_now: false,
             dsacks: [Seq(0); 4],
+            dsacks_acked: 0,
             n_dsacks: 0,
+            sent: SentAcks {
+                latest: (Seq(config.initial_seq), 0),
+                settled: (Seq(config.initial_seq), 0),
+                ..SentAcks::default()
+            },
         }
     }
 
@@ -150,18 +197,31 @@ impl Receiver {
         self.credit = credit;
     }
 
-    /// A duplicate to report in a DSACK, if any.
-    pub(crate) fn take_dsack(&mut self) -> Option<Seq> {
+    /// A duplicate to report in a DSACK, if any, and whether it had been acknowledged before
+    /// its copy came.
+    pub(crate) fn take_dsack(&mut self) -> Option<(Seq, bool)> {
         if self.n_dsacks == 0 {
             return None;
         }
         self.n_dsacks -= 1;
-        Some(self.dsacks[usize::from(self.n_dsacks)])
+        let i = self.n_dsacks;
+        Some((
+            self.dsacks[usize::from(i)],
+            self.dsacks_acked & (1 << i) != 0,
+        ))
+    }
+
+    /// The caller read its input to the end at `now`: whatever it reads next arrived later.
+    pub(crate) fn input_drained(&mut self, now: Instant) {
+        self.sent.drained_at = Some(now);
     }
 
     fn note_duplicate(&mut self, seq: Seq) {
         if usize::from(self.n_dsacks) < self.dsacks.len() {
-            self.dsacks[usize::from(self.n_dsacks)] = seq;
+            let i = self.n_dsacks;
+            self.dsacks[usize::from(i)] = seq;
+            self.dsacks_acked &= !(1 << i);
+            self.dsacks_acked |= u8::from(self.sent.covered(seq)) << i;
             self.n_dsacks += 1;
         }
         self.ack_now = true;
@@ -191,8 +251,10 @@ impl Receiver {
         self.ack_at
     }
 
-    /// The ACK state went out (on an ACK or piggybacked on data).
-    pub(crate) fn ack_sent(&mut self) {
+    /// The ACK state went out at `now` (on an ACK or piggybacked on data): cumulative `ack`,
+    /// bitmap `sack`.
+    pub(crate) fn ack_sent(&mut self, ack: Seq, sack: u32, now: Instant) {
+        self.sent.sent(ack, sack, now);
         self.unacked = 0;
         self.ack_at = None;
         self.ack_now = false;
@@ -400,6 +462,8 @@ impl Receiver {
         self.slots = VecDeque::new();
         self.held_bytes = 0;
         self.n_dsacks = 0;
-        self.ack_sent();
+        self.unacked = 0;
+        self.ack_at = None;
+        self.ack_now = false;
     }
 }

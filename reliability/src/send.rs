@@ -142,6 +142,14 @@ struct Retx {
     cause: Cause,
 }
 
+/// How long a learnt ACK lag is kept before clean ACKs may halve it. A receiver that shares its
+/// core with other ranks loses the CPU for a time slice every few milliseconds; a count of clean
+/// ACKs alone forgets that between two slices when the stream is fast (1024 Ethernet datagrams
+/// pass in about 15 ms at 100 MB/s), and each time it is learnt again through needless timer
+/// retransmissions. A lag kept too long only slows the recovery of a lost tail (SACK holes are
+/// resent at once), and a lost ACK's duplicate report still halves it at once.
+const LAG_MEMORY_US: u32 = 500_000;
+
 /// Halves `d`, down to zero below a microsecond.
 fn halve(d: &mut Duration) {
     *d /= 2;
@@ -227,8 +235,11 @@ pub(crate) struct Sender {
     /// computes instead of polling acknowledges when its progress thread gets the CPU, which
     /// on a busy host takes milliseconds, not the microseconds of the measured RTT (Karn's
     /// rule keeps those late ACKs out of the RTT samples). The probe and retransmission
-    /// timers wait at least this long; it halves with the reordering window.
+    /// timers wait at least this long. It halves with the reordering window, but no sooner
+    /// than `LAG_MEMORY_US` after it last grew or halved (see there).
     ack_lag: Duration,
+    /// When `ack_lag` last grew or halved, in wrapping microseconds since `epoch`.
+    lag_changed: u32,
     recent_retx: [Option<Retx>; 8],
     /// Origin of the times in `recent_retx`: the first retransmission.
     epoch: Option<Instant>,
@@ -266,6 +277,7 @@ impl Sender {
             reo_wnd: Duration::ZERO,
             clean_acks: 0,
             ack_lag: Duration::ZERO,
+            lag_changed: 0,
             recent_retx: [None; 8],
             epoch: None,
             recent_pos: 0,
@@ -325,6 +337,15 @@ impl Sender {
 
     pub(crate) fn has_space_after_block(&self, config: &Config) -> bool {
         self.charged < config.max_send_buffer
+    }
+
+    /// Whether the peer acknowledged `seq` (cumulatively or selectively) in what came so far.
+    pub(crate) fn is_acknowledged(&self, seq: Seq) -> bool {
+        if seq.before(self.una) {
+            return true;
+        }
+        let i = seq.since(self.una) as usize;
+        self.flight.get(i).is_some_and(|e| e.state == State::Sacked)
     }
 
     pub(crate) fn next_seq(&self) -> Seq {
@@ -574,7 +595,14 @@ impl Sender {
             if self.clean_acks >= 1024 {
                 self.clean_acks = 0;
                 halve(&mut self.reo_wnd);
-                halve(&mut self.ack_lag);
+                // (No lag is learnt before the first retransmission sets `epoch`.)
+                if let Some(epoch) = self.epoch {
+                    let now_us = micros_since(epoch, now);
+                    if now_us.wrapping_sub(self.lag_changed) >= LAG_MEMORY_US {
+                        halve(&mut self.ack_lag);
+                        self.lag_changed = now_us;
+                    }
+                }
             }
             if self.full_req.is_some_and(|r| r.before(ack)) {
                 self.full_req = None;
@@ -778,12 +806,14 @@ impl Sender {
         self.tlp = Some(self.una.add(i as u32));
     }
 
-    /// The peer received `seq` twice (it said so at `now`). If we had retransmitted it, the
-    /// retransmission was spurious: widen the reordering window, and if a timer had resent it,
-    /// wait longer for acknowledgements.
+    /// The peer received `seq` twice (it said so at `now`); `ack_lost`: it had acknowledged
+    /// `seq` before the copy came, and that ACK never arrived. If we had retransmitted it, the
+    /// retransmission was spurious: unless the ACK was lost, widen the reordering window, and if
+    /// a timer had resent it, wait longer for acknowledgements.
     pub(crate) fn on_dsack(
         &mut self,
         seq: Seq,
+        ack_lost: bool,
         now: Instant,
         config: &Config,
         rtt: &RttEstimator,
@@ -792,9 +822,8 @@ impl Sender {
         let Some(epoch) = self.epoch else { return };
         let now_us = micros_since(epoch, now);
         let age = |r: &Retx| now_us.wrapping_sub(r.resent);
-        let timer = |r: &Retx| matches!(r.cause, Cause::Timeout | Cause::Probe);
-        // The records of `seq`'s resends (all consumed): the first, and the first by a timer.
-        let (mut first, mut first_timer): (Option<Retx>, Option<Retx>) = (None, None);
+        // The record of `seq`'s first resend; all of its records are consumed.
+        let mut first: Option<Retx> = None;
         for slot in &mut self.recent_retx {
             let Some(r) = slot.take_if(|r| r.seq == seq) else {
                 continue;
@@ -802,21 +831,20 @@ impl Sender {
             if first.as_ref().is_none_or(|f| age(&r) > age(f)) {
                 first = Some(r);
             }
-            if timer(&r) && first_timer.as_ref().is_none_or(|f| age(&r) > age(f)) {
-                first_timer = Some(r);
-            }
         }
         let Some(r) = first else { return };
         let us = |d: u32| Duration::from_micros(u64::from(d));
         stats.spurious_retransmits += 1;
-        if first_timer.is_some_and(|t| us(age(&t)) <= rtt.pto(config)) {
-            // The peer had the original when a timer first resent it, and answered that resend
-            // at once (it asked for an ACK): it was not computing. The original's ACK was lost,
-            // not late, and the network held nothing back. Learning a lag or a reordering
-            // window from it would feed on itself: each lost ACK would lengthen the next
-            // timeout by the last one. (A peer that computes answers the first resend late,
-            // whatever later resends it answers at once.) The peer keeping up now also
-            // outweighs a lag learnt earlier, maybe from a lost answer to a resend.
+        if ack_lost && r.cause != Cause::Overtaken {
+            // The peer had acknowledged the original before a timer's copy came, and that ACK
+            // was lost. The peer kept up and the network held nothing back. Learning a lag or
+            // a reordering window from it would feed on itself: each lost ACK would lengthen
+            // the next timeout by the last one. The peer keeping up also outweighs a lag learnt
+            // earlier. (Timing cannot tell this from a peer that computed and woke just after
+            // the resend; only the peer knows.) A fast retransmission is different: the ACKs
+            // that overtook the original would have covered it, so there the copy came first
+            // and the original was held back.
+            stats.lost_acks += 1;
             halve(&mut self.ack_lag);
             return;
         }
@@ -837,8 +865,9 @@ impl Sender {
             // about `now - first_sent` to come.
             self.ack_lag = self
                 .ack_lag
-                .max(us(micros_since(epoch, now).wrapping_sub(r.first_sent)))
+                .max(us(now_us.wrapping_sub(r.first_sent)))
                 .min(config.max_rto);
+            self.lag_changed = now_us;
         }
     }
 

@@ -315,6 +315,10 @@ impl Session {
             self.stats.dropped_stale_epoch += 1;
             return Err(DropReason::StaleEpoch(repr.epoch));
         }
+        // A duplicate the peer had acknowledged before its copy came, whose acknowledgement
+        // never arrived here: the ACK was lost. (If it did arrive, the resend left after it
+        // was due but before it was read: this side was late, not the ACK lost.)
+        let ack_lost = repr.dsack && repr.dsack_acked && !self.tx.is_acknowledged(repr.seq);
         let events = &mut self.events;
         let acked = self.tx.on_ack(
             now,
@@ -333,8 +337,14 @@ impl Session {
         self.last_heard = now;
         self.stats.datagrams_received += 1;
         if repr.dsack {
-            self.tx
-                .on_dsack(repr.seq, now, &self.config, &self.rtt, &mut self.stats);
+            self.tx.on_dsack(
+                repr.seq,
+                ack_lost,
+                now,
+                &self.config,
+                &self.rtt,
+                &mut self.stats,
+            );
         }
         if repr.ack_req {
             self.rx.request_ack();
@@ -423,7 +433,7 @@ impl Session {
         };
         let o = match (out, dsack) {
             (Some(o), _) => o,
-            (None, Some(dup)) => Outbound::ack(dup),
+            (None, Some((dup, _))) => Outbound::ack(dup),
             // An ACK consumes no sequence number; it carries the next one for the record.
             (None, None) if self.rx.ack_due(now, &self.config) => Outbound::ack(self.tx.next_seq()),
             (None, None) => return None,
@@ -454,6 +464,7 @@ impl Session {
             ack_soon,
             checksum: self.config.checksum,
             dsack: dsack.is_some(),
+            dsack_acked: dsack.is_some_and(|(_, acked)| acked),
             body,
         };
         let header_len = repr.header_len();
@@ -462,7 +473,7 @@ impl Session {
             .config
             .checksum
             .then(|| header::checksum_parts(&header[..header_len], &payload, &payload_tail));
-        self.rx.ack_sent();
+        self.rx.ack_sent(repr.ack, repr.sack, now);
         self.stats.datagrams_sent += 1;
         Some(GatherTransmit {
             header_len,
@@ -527,6 +538,15 @@ impl Session {
         self.events.push_back(Event::PeerFailed {
             unacked: MsgRange { start, len },
         });
+    }
+
+    /// The caller read every datagram that had arrived for this session by `now` (its socket
+    /// was empty). A duplicate read later came after every ACK sent before `now`; if one of
+    /// those covered it, that ACK was lost, and the duplicate's report says so, which keeps the
+    /// peer from taking the resend for the sign of a slow receiver (see [`crate::header::FLAG_ACKED`]). Without
+    /// these calls every duplicate is reported as unacknowledged.
+    pub fn input_drained(&mut self, now: Instant) {
+        self.rx.input_drained(now);
     }
 
     /// Next event, if any. Events queue up (one `SendAcked` per message) until polled.

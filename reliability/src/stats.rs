@@ -15,6 +15,8 @@ pub struct Stats {
     pub fast_retransmits: u64,
     /// Retransmissions the peer reported receiving twice (the original was only late).
     pub spurious_retransmits: u64,
+    /// Of those, the ones the peer had acknowledged before the copy came: the ACK was lost.
+    pub lost_acks: u64,
     /// Retransmission timer expiries that found something to resend.
     pub timeouts: u64,
     /// Tail-loss probes: the newest unacknowledged datagram resent because the flight went

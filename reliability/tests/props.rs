@@ -44,7 +44,7 @@ proptest! {
         checksum in any::<bool>(), msg in any::<u32>(), kind in 0u8..4,
         entries in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..6),
         offset in 0u32..1000, extra in 0u32..1000, dsack in any::<bool>(),
-        ack_soon in any::<bool>(),
+        ack_soon in any::<bool>(), acked in any::<bool>(),
     ) {
         let mut payload = Vec::new();
         let body = match kind {
@@ -63,7 +63,7 @@ proptest! {
         };
         let repr = Repr {
             session, epoch, seq: Seq(seq), ack: Seq(ack), sack, credit, ack_req, ack_soon,
-            checksum, dsack: dsack && kind == 0, body,
+            checksum, dsack: dsack && kind == 0, dsack_acked: acked && dsack && kind == 0, body,
         };
         let mut buf = vec![0u8; repr.header_len()];
         repr.emit(&mut buf);
@@ -156,7 +156,8 @@ proptest! {
                 session: IDS.local_id, epoch: IDS.remote_epoch,
                 seq: Seq(base.wrapping_add(seq_off % 200)),
                 ack: Seq(base.wrapping_add(ack_off % 8)),
-                sack, credit, ack_req, ack_soon: ack_req, checksum: false, dsack: false, body,
+                sack, credit, ack_req, ack_soon: ack_req, checksum: false, dsack: false,
+                dsack_acked: false, body,
             };
             let mut d = vec![0u8; repr.header_len()];
             repr.emit(&mut d);

@@ -608,6 +608,8 @@ impl Sim {
             }
         }
         for node in self.nodes.iter_mut().filter(|n| n.alive) {
+            // Everything due is read, as a socket read to the end.
+            node.ep.input_drained(now);
             if node.ep.poll_timeout().is_some_and(|t| t <= now) {
                 node.ep.handle_timeout(now);
             }

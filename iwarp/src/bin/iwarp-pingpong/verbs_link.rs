@@ -208,7 +208,7 @@ impl Link for VerbsLink {
     fn counters(&self) -> Option<String> {
         let s = self.qp.rd_stats()?;
         let mut line = format!(
-            "datagrams sent {} received {}, retransmits {} (spurious {}, timeouts {}, probes {}), \
+            "datagrams sent {} received {}, retransmits {} (spurious {}, lost acks {}, timeouts {}, probes {}), \
              duplicates {}, out-of-order {}, dropped {} (crc {}), acks {}, window full {}, \
              srtt {:?}, \
              parked {}, refused {}, datagram size {}, gso sends {}, gro runs {}, send errors {}",
@@ -216,6 +216,7 @@ impl Link for VerbsLink {
             s.datagrams_received,
             s.retransmits,
             s.spurious_retransmits,
+            s.lost_acks,
             s.timeouts,
             s.tail_probes,
             s.duplicates,

@@ -410,7 +410,10 @@ impl RdPath {
                             rounds += 1;
                             continue;
                         }
-                        Errno::EAGAIN => return Ok(false),
+                        Errno::EAGAIN => {
+                            self.drained(now);
+                            return Ok(false);
+                        }
                         e => return Err(e.into()),
                     }
                 }
@@ -426,6 +429,9 @@ impl RdPath {
             }
             let ring_drained = ring.drained();
             self.ring = Some(ring);
+            if ring_drained {
+                self.drained(now);
+            }
             if n == 1 && rounds == 0 && !self.events_deferred {
                 return Ok(true);
             }
@@ -437,6 +443,12 @@ impl RdPath {
             rounds += 1;
         }
         Ok(false)
+    }
+
+    /// The socket was read to the end: whatever is read next came later (the engine tells
+    /// lost ACKs from late ones by it).
+    fn drained(&mut self, now: Instant) {
+        self.endpoint.input_drained(now);
     }
 
     /// Handles one datagram; returns (session, seq) when it must wait for receives.

@@ -20,6 +20,8 @@ pub struct RdStats {
     pub retransmits: u64,
     /// Retransmissions the peer reported as needless (the original was only late).
     pub spurious_retransmits: u64,
+    /// Of those, the ones the peer had acknowledged before the copy came (the ACK was lost).
+    pub lost_acks: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
     /// Tail-loss probes sent (a quiet flight's newest datagram resent early).
@@ -82,6 +84,7 @@ impl RdStats {
         self.data_sent += s.data_sent;
         self.retransmits += s.retransmits;
         self.spurious_retransmits += s.spurious_retransmits;
+        self.lost_acks += s.lost_acks;
         self.timeouts += s.timeouts;
         self.tail_probes += s.tail_probes;
         self.duplicates += s.duplicates;
