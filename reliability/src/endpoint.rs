@@ -351,6 +351,10 @@ impl Endpoint {
                 self.tx_ready.pop_front();
                 continue;
             };
+            if let Some(t) = self.drained_at {
+                // Its ACKs are stamped against the latest drain (see `Session::input_drained`).
+                e.session.input_drained(t);
+            }
             if let Some(t) = poll(&mut e.session) {
                 // Round robin: a busy session yields to the next one after each datagram.
                 self.tx_ready.pop_front();

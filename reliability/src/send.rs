@@ -240,6 +240,9 @@ pub(crate) struct Sender {
     ack_lag: Duration,
     /// When `ack_lag` last grew or halved, in wrapping microseconds since `epoch`.
     lag_changed: u32,
+    /// The highest cumulative ACK that came on anything but a lost ACK's duplicate report
+    /// (see `on_plain_ack`).
+    plain_ack: Seq,
     recent_retx: [Option<Retx>; 8],
     /// Origin of the times in `recent_retx`: the first retransmission.
     epoch: Option<Instant>,
@@ -278,6 +281,7 @@ impl Sender {
             clean_acks: 0,
             ack_lag: Duration::ZERO,
             lag_changed: 0,
+            plain_ack: isn,
             recent_retx: [None; 8],
             epoch: None,
             recent_pos: 0,
@@ -339,13 +343,23 @@ impl Sender {
         self.charged < config.max_send_buffer
     }
 
-    /// Whether the peer acknowledged `seq` (cumulatively or selectively) in what came so far.
-    pub(crate) fn is_acknowledged(&self, seq: Seq) -> bool {
-        if seq.before(self.una) {
-            return true;
+    /// Whether an ACK that was not itself a lost ACK's duplicate report covered `seq`: the
+    /// original's ACK came after all, late. One lost ACK can leave several datagrams to be
+    /// resent, each reported as a duplicate; the first report acknowledges them all, and must
+    /// not make the next ones look like late ACKs.
+    pub(crate) fn acknowledged_plainly(&self, seq: Seq) -> bool {
+        seq.before(self.plain_ack)
+    }
+
+    /// The ACK fields of a datagram that was not a lost ACK's duplicate report were taken.
+    pub(crate) fn on_plain_ack(&mut self, ack: Seq) {
+        if ack.after(self.plain_ack) && !ack.after(self.nxt) {
+            self.plain_ack = ack;
         }
-        let i = seq.since(self.una) as usize;
-        self.flight.get(i).is_some_and(|e| e.state == State::Sacked)
+        // Kept within reach of `una`, so that it cannot wrap behind it.
+        if self.plain_ack.before(self.una) && self.una.since(self.plain_ack) > 1 << 30 {
+            self.plain_ack = self.una;
+        }
     }
 
     pub(crate) fn next_seq(&self) -> Seq {
@@ -822,12 +836,15 @@ impl Sender {
         let Some(epoch) = self.epoch else { return };
         let now_us = micros_since(epoch, now);
         let age = |r: &Retx| now_us.wrapping_sub(r.resent);
-        // The record of `seq`'s first resend; all of its records are consumed.
+        // The record of `seq`'s first resend, and whether a timer resent it; all of its
+        // records are consumed.
         let mut first: Option<Retx> = None;
+        let mut by_timer = false;
         for slot in &mut self.recent_retx {
             let Some(r) = slot.take_if(|r| r.seq == seq) else {
                 continue;
             };
+            by_timer |= r.cause != Cause::Overtaken;
             if first.as_ref().is_none_or(|f| age(&r) > age(f)) {
                 first = Some(r);
             }
@@ -835,17 +852,18 @@ impl Sender {
         let Some(r) = first else { return };
         let us = |d: u32| Duration::from_micros(u64::from(d));
         stats.spurious_retransmits += 1;
-        if ack_lost && r.cause != Cause::Overtaken {
-            // The peer had acknowledged the original before a timer's copy came, and that ACK
-            // was lost. The peer kept up and the network held nothing back. Learning a lag or
-            // a reordering window from it would feed on itself: each lost ACK would lengthen
-            // the next timeout by the last one. The peer keeping up also outweighs a lag learnt
-            // earlier. (Timing cannot tell this from a peer that computed and woke just after
-            // the resend; only the peer knows.) A fast retransmission is different: the ACKs
-            // that overtook the original would have covered it, so there the copy came first
-            // and the original was held back.
+        if ack_lost && by_timer {
+            // The peer had acknowledged the first copy to arrive before a timer's copy came,
+            // and that ACK was lost. The peer kept up and the network held nothing back.
+            // Learning a lag or a reordering window from it would feed on itself: each lost ACK
+            // would lengthen the next timeout by the last one. The peer keeping up also
+            // outweighs a lag learnt earlier. (Timing cannot tell this from a peer that
+            // computed and woke just after the resend; only the peer knows.) With fast
+            // retransmissions alone it is different: the ACKs that overtook the original would
+            // have covered it, so the copy came first and the original was held back.
             stats.lost_acks += 1;
             halve(&mut self.ack_lag);
+            self.lag_changed = now_us;
             return;
         }
         self.clean_acks = 0;
@@ -906,8 +924,8 @@ impl Sender {
                 return;
             }
         }
-        // The timeout takes over from any probe.
-        self.tlp = None;
+        // The timeout takes over from any probe, if it finds something to resend.
+        let probe = self.tlp.take();
         self.tlp_at = None;
         let rto = self.rto(config, rtt);
         let mut any = false;
@@ -938,6 +956,11 @@ impl Sender {
         if any {
             stats.timeouts += 1;
             self.backoff += 1;
+        } else {
+            // Armed for a datagram a probe has since resent (or before the timeout grew):
+            // nothing is due. A probe still unanswered stays so, or a new one would be armed
+            // `pto` after that resend, a moment already past, and fire at once.
+            self.tlp = probe;
         }
         self.rearm(config, rtt);
     }

@@ -318,7 +318,8 @@ impl Session {
         // A duplicate the peer had acknowledged before its copy came, whose acknowledgement
         // never arrived here: the ACK was lost. (If it did arrive, the resend left after it
         // was due but before it was read: this side was late, not the ACK lost.)
-        let ack_lost = repr.dsack && repr.dsack_acked && !self.tx.is_acknowledged(repr.seq);
+        let reports_lost_ack = repr.dsack && repr.dsack_acked;
+        let ack_lost = reports_lost_ack && !self.tx.acknowledged_plainly(repr.seq);
         let events = &mut self.events;
         let acked = self.tx.on_ack(
             now,
@@ -333,6 +334,9 @@ impl Session {
         if acked.is_err() {
             self.stats.dropped_invalid_ack += 1;
             return Err(DropReason::InvalidAck);
+        }
+        if !reports_lost_ack {
+            self.tx.on_plain_ack(repr.ack);
         }
         self.last_heard = now;
         self.stats.datagrams_received += 1;

@@ -689,47 +689,52 @@ fn a_late_receiver_does_not_look_like_a_burst_loss() {
 fn lagging_rounds(lags: &[Duration]) -> (Session, Vec<u64>) {
     let t0 = Instant::now();
     let (mut a, mut b) = pair(Config::default(), t0);
-    let hop = Duration::from_micros(5);
     let mut sink = Collect::default();
     let mut now = t0;
-    let mut retx_per_round = Vec::new();
-    for (round, &lag) in lags.iter().enumerate() {
-        let before = a.stats().retransmits;
-        a.send(now, vec![round as u8; 1000]).unwrap();
-        // What `a` emits until `b` looks at its socket, `lag` later.
-        let wake = now + lag.max(hop);
-        let mut queued = drain(&mut a, now);
-        while let Some(t) = a.poll_timeout().filter(|&t| t < wake) {
-            a.handle_timeout(t);
-            queued.extend(drain(&mut a, t));
-        }
-        now = wake;
-        for dg in &queued {
-            // The resent copies are duplicates by now: refused, and reported to `a`.
-            let _ = b.handle_datagram(now, dg, &mut sink);
-        }
-        b.input_drained(now);
-        // `b` is polling now: its ACK goes out when due, and `a` takes it a hop later.
-        let mut acks = drain(&mut b, now);
-        if acks.is_empty() {
-            now = b.poll_timeout().expect("an ACK is due");
-            b.handle_timeout(now);
-            acks = drain(&mut b, now);
-        }
-        now += hop;
-        for ack in &acks {
-            a.handle_datagram(now, ack, &mut Collect::default())
-                .unwrap();
-        }
-        assert!(a.is_idle(), "round {round}: acknowledged");
-        retx_per_round.push(a.stats().retransmits - before);
-        now += Duration::from_millis(1);
-    }
+    let retx_per_round = run_lagging_rounds(&mut a, &mut b, &mut now, &mut sink, lags);
     assert_eq!(sink.delivered.len(), lags.len());
     for (round, (_, bytes, _)) in sink.delivered.iter().enumerate() {
         assert_eq!(bytes.as_deref(), Some(&vec![round as u8; 1000][..]));
     }
     (a, retx_per_round)
+}
+
+/// The rounds of [`lagging_rounds`] on a given pair, from `now` on.
+fn run_lagging_rounds(
+    a: &mut Session,
+    b: &mut Session,
+    now: &mut Instant,
+    sink: &mut Collect,
+    lags: &[Duration],
+) -> Vec<u64> {
+    let hop = Duration::from_micros(5);
+    let mut retx_per_round = Vec::new();
+    for (round, &lag) in lags.iter().enumerate() {
+        let before = a.stats().retransmits;
+        a.send(*now, vec![round as u8; 1000]).unwrap();
+        // What `a` emits until `b` looks at its socket, `lag` later.
+        let wake = *now + lag.max(hop);
+        let mut queued = drain(a, *now);
+        while let Some(t) = a.poll_timeout().filter(|&t| t < wake) {
+            a.handle_timeout(t);
+            queued.extend(drain(a, t));
+        }
+        *now = wake;
+        // The resent copies are duplicates by now: refused, and reported to `a`.
+        feed(b, *now, &queued, sink);
+        b.input_drained(*now);
+        // `b` is polling now: its ACK goes out when due, and `a` takes it a hop later.
+        let (t, acks) = next_emission(b, *now);
+        *now = t + hop;
+        for ack in &acks {
+            a.handle_datagram(*now, ack, &mut Collect::default())
+                .unwrap();
+        }
+        assert!(a.is_idle(), "round {round}: acknowledged");
+        retx_per_round.push(a.stats().retransmits - before);
+        *now += Duration::from_millis(1);
+    }
+    retx_per_round
 }
 
 /// A receiver that computes instead of polling takes its datagrams, and acknowledges them,
@@ -813,6 +818,13 @@ fn next_emission(s: &mut Session, mut now: Instant) -> (Instant, Vec<Vec<u8>>) {
     }
 }
 
+/// Hands `dgs` to `to` at `now`, whatever becomes of them.
+fn feed(to: &mut Session, now: Instant, dgs: &[Vec<u8>], sink: &mut Collect) {
+    for d in dgs {
+        let _ = to.handle_datagram(now, d, sink);
+    }
+}
+
 /// The duplicate reports of `dgs`, each with whether it says the duplicate had been
 /// acknowledged before its copy came.
 fn dsacks(dgs: &[Vec<u8>]) -> Vec<bool> {
@@ -833,11 +845,6 @@ fn lost_acks_are_told_from_late_ones() {
     let (mut a, mut b) = pair(Config::default(), t0);
     let hop = Duration::from_micros(5);
     let mut sink = Collect::default();
-    let feed = |to: &mut Session, now: Instant, dgs: &[Vec<u8>], sink: &mut Collect| {
-        for d in dgs {
-            let _ = to.handle_datagram(now, d, sink);
-        }
-    };
 
     // 1. The ACK is lost. The receiver keeps polling (its socket is found empty).
     a.send(t0, vec![1u8; 100]).unwrap();
@@ -909,6 +916,186 @@ fn lost_acks_are_told_from_late_ones() {
     assert_eq!(sink.delivered.len(), 3);
 }
 
+/// One lost ACK that covered several datagrams: the timer resends them, each is reported as a
+/// duplicate the receiver had acknowledged, and the first report acknowledges them all. Each
+/// report is still a lost ACK's: nothing is learnt. `head`: the datagrams the receiver gets
+/// first, before the rest (reordered on the way).
+fn one_lost_ack(cfg: Config, len: usize, head: std::ops::Range<usize>) -> Session {
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(cfg, t0);
+    let hop = Duration::from_micros(5);
+    let mut sink = Collect::default();
+    a.send(t0, vec![1u8; len]).unwrap();
+    let orig = drain(&mut a, t0);
+    let mut now = t0 + hop;
+    if !head.is_empty() {
+        feed(&mut b, now, &orig[head.clone()], &mut sink);
+        b.input_drained(now);
+        let (t, ack) = next_emission(&mut b, now);
+        feed(&mut a, t + hop, &ack, &mut Collect::default());
+        now = t + hop;
+    }
+    let rest: Vec<_> = (0..orig.len())
+        .filter(|i| !head.contains(i))
+        .map(|i| orig[i].clone())
+        .collect();
+    feed(&mut b, now, &rest, &mut sink);
+    b.input_drained(now);
+    let (now, _lost) = next_emission(&mut b, now);
+    b.input_drained(now + hop);
+    let (now, copies) = next_emission(&mut a, now + hop);
+    let now = now + hop;
+    feed(&mut b, now, &copies, &mut sink);
+    b.input_drained(now);
+    let report = drain(&mut b, now);
+    assert!(
+        dsacks(&report).iter().all(|&acked| acked),
+        "{:?}",
+        dsacks(&report)
+    );
+    feed(&mut a, now + hop, &report, &mut Collect::default());
+    assert!(a.is_idle());
+    assert_eq!(sink.delivered.len(), 1);
+    a
+}
+
+#[test]
+fn a_lost_ack_teaches_nothing_however_many_resends_it_caused() {
+    // In order; before any RTT sample the timer resends the head and the holes below.
+    let a = one_lost_ack(ethernet_sized(), 3000, 0..0);
+    // Reordered, then the ACK lost: the first timeout resends the head and the hole.
+    let no_probe = Config {
+        min_pto: Duration::ZERO,
+        ..ethernet_sized()
+    };
+    let b = one_lost_ack(no_probe, 3000, 2..3);
+    for s in [a, b] {
+        assert!(s.stats().spurious_retransmits > 0);
+        assert_eq!(
+            s.stats().lost_acks,
+            s.stats().spurious_retransmits,
+            "{:?}",
+            s.stats()
+        );
+        assert_eq!(s.rtt().ack_lag, Duration::ZERO, "{:?}", s.rtt());
+        assert_eq!(s.rtt().reo_wnd, Duration::ZERO, "{:?}", s.rtt());
+    }
+}
+
+/// The original is lost, its fast retransmission gets through, and the ACK of that is lost:
+/// the timer's copy is reported as acknowledged before. A lost ACK, not reordering.
+#[test]
+fn a_lost_ack_after_a_fast_retransmission_is_a_lost_ack() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(ethernet_sized(), t0);
+    let hop = Duration::from_micros(5);
+    let mut sink = Collect::default();
+    a.send(t0, vec![1u8; 8000]).unwrap();
+    let mut orig = drain(&mut a, t0);
+    orig.remove(1);
+    let now = t0 + hop;
+    feed(&mut b, now, &orig, &mut sink);
+    b.input_drained(now);
+    let (now, ack) = next_emission(&mut b, now);
+    let now = now + hop;
+    feed(&mut a, now, &ack, &mut Collect::default());
+    let (now, fast) = next_emission(&mut a, now);
+    assert_eq!(a.stats().fast_retransmits, 1);
+    let now = now + hop;
+    feed(&mut b, now, &fast, &mut sink);
+    b.input_drained(now);
+    let (now, _lost) = next_emission(&mut b, now);
+    b.input_drained(now + hop);
+    let (now, copy) = next_emission(&mut a, now + hop);
+    let now = now + hop;
+    feed(&mut b, now, &copy, &mut sink);
+    b.input_drained(now);
+    let report = drain(&mut b, now);
+    assert_eq!(dsacks(&report), [true]);
+    feed(&mut a, now + hop, &report, &mut Collect::default());
+    assert!(a.is_idle());
+    assert_eq!(sink.delivered.len(), 1);
+    assert_eq!(a.stats().lost_acks, 1, "{:?}", a.stats());
+    assert_eq!(a.rtt().reo_wnd, Duration::ZERO, "{:?}", a.rtt());
+    assert_eq!(a.rtt().ack_lag, Duration::ZERO, "{:?}", a.rtt());
+}
+
+/// The receiver's side of the ACKED flag: a duplicate counts as acknowledged only by ACKs that
+/// left before the socket was last found empty (what it reads after that came later), and an
+/// ACK sent at the very moment of a drain is not before it.
+#[test]
+fn a_duplicate_is_acknowledged_only_by_acks_sent_before_the_last_drain() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(Config::default(), t0);
+    let us = |n| Duration::from_micros(n);
+    let mut sink = Collect::default();
+    // X is acknowledged (the ACK is lost), then the socket is found empty.
+    a.send(t0, vec![1u8; 10]).unwrap();
+    let x = drain(&mut a, t0);
+    feed(&mut b, t0 + us(5), &x, &mut sink);
+    let (t1, _lost) = next_emission(&mut b, t0 + us(5));
+    b.input_drained(t1 + us(1));
+    // Y is acknowledged after that drain; then X's copy comes, before the next drain: the
+    // ACK sent before the drain covered it.
+    let t2 = t1 + us(10);
+    a.send(t2, vec![2u8; 10]).unwrap();
+    let y = drain(&mut a, t2);
+    feed(&mut b, t2, &y, &mut sink);
+    let (t3, _ack_y) = next_emission(&mut b, t2);
+    feed(&mut b, t3, &x, &mut sink);
+    assert_eq!(dsacks(&drain(&mut b, t3)), [true]);
+    // Z is acknowledged at the moment of a drain; its copy, read before the next drain, may
+    // have waited behind the original.
+    let t4 = t3 + us(10);
+    a.send(t4, vec![3u8; 10]).unwrap();
+    let z = drain(&mut a, t4);
+    feed(&mut b, t4, &z, &mut sink);
+    let te = b.poll_timeout().expect("the ACK of Z is due");
+    b.input_drained(te);
+    b.handle_timeout(te);
+    assert_eq!(drain(&mut b, te).len(), 1);
+    feed(&mut b, te, &z, &mut sink);
+    assert_eq!(dsacks(&drain(&mut b, te)), [false]);
+    assert_eq!(sink.delivered.len(), 3);
+}
+
+/// A lag learnt from a late receiver lasts: a fast stream of promptly acknowledged datagrams
+/// right after does not halve it within `LAG_MEMORY` (500 ms), and halves it after.
+#[test]
+fn a_learnt_ack_lag_is_kept_for_a_while() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(ethernet_sized(), t0);
+    let mut sink = Collect::default();
+    let mut now = t0;
+    let lag = Duration::from_millis(5);
+    run_lagging_rounds(&mut a, &mut b, &mut now, &mut sink, &[Duration::ZERO, lag]);
+    let learnt = a.rtt().ack_lag;
+    assert!(learnt >= lag, "{:?}", a.rtt());
+    let retransmits = a.stats().retransmits;
+    let stream = |a: &mut Session, b: &mut Session, now: &mut Instant, sink: &mut Collect| {
+        // 3 MB in 1472-byte datagrams, each window acknowledged promptly.
+        for _ in 0..32 {
+            a.send(*now, vec![5u8; 100_000]).unwrap();
+            while !a.is_idle() {
+                let out = drain(a, *now);
+                feed(b, *now, &out, sink);
+                b.input_drained(*now);
+                *now += Duration::from_micros(20);
+                let (t, acks) = next_emission(b, *now);
+                *now = t;
+                feed(a, *now, &acks, &mut Collect::default());
+            }
+        }
+    };
+    stream(&mut a, &mut b, &mut now, &mut sink);
+    assert_eq!(a.rtt().ack_lag, learnt, "halved within {:?}", now - t0);
+    now += Duration::from_millis(500);
+    stream(&mut a, &mut b, &mut now, &mut sink);
+    assert!(a.rtt().ack_lag < learnt, "{:?}", a.rtt());
+    assert_eq!(a.stats().retransmits, retransmits, "{:?}", a.stats());
+    assert_eq!(sink.delivered.len(), 2 + 64);
+}
+
 #[test]
 fn a_full_window_asks_for_an_ack_once_per_window_not_on_every_refill() {
     // A window-limited stream: the receiver takes datagrams one by one in order and answers by
@@ -947,4 +1134,37 @@ fn a_full_window_asks_for_an_ack_once_per_window_not_on_every_refill() {
         asked <= sent / 64 + 1,
         "{asked} requests for {sent} datagrams"
     );
+}
+
+/// A flight whose probe goes unanswered: then the retransmission timer takes over and backs
+/// off. (The timer had been armed for the original; finding the probe's resend not yet due, it
+/// used to arm a new probe `pto` after that resend, a moment already past: each expiry brought
+/// an extra probe at once, and a caller taking deadlines as they came went back in time.)
+#[test]
+fn an_unanswered_probe_leaves_the_rest_to_the_backed_off_timer() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(Config::default(), t0);
+    let mut sink = Collect::default();
+    let mut now = t0;
+    // One exchange first: with an RTT sample, probes are armed well before the timer.
+    run_lagging_rounds(&mut a, &mut b, &mut now, &mut sink, &[Duration::ZERO]);
+    a.send(now, vec![1u8; 1000]).unwrap();
+    assert_eq!(drain(&mut a, now).len(), 1);
+    let mut last = now;
+    let mut resent = Vec::new();
+    while let Some(t) = a
+        .poll_timeout()
+        .filter(|&t| t < now + Duration::from_millis(100))
+    {
+        assert!(t >= last, "deadline {:?} after {:?}", t - now, last - now);
+        last = t;
+        a.handle_timeout(t);
+        resent.extend(drain(&mut a, t).iter().map(|_| t - now));
+    }
+    assert_eq!(a.stats().tail_probes, 1, "{resent:?}");
+    let gaps: Vec<_> = resent.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.len() >= 5, "{resent:?}");
+    for w in gaps.windows(2) {
+        assert_eq!(w[1], w[0] * 2, "resent at {resent:?}");
+    }
 }

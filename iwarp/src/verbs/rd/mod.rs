@@ -428,10 +428,10 @@ impl RdPath {
                 }
             }
             let ring_drained = ring.drained();
-            self.ring = Some(ring);
-            if ring_drained {
+            if ring.known_empty() {
                 self.drained(now);
             }
+            self.ring = Some(ring);
             if n == 1 && rounds == 0 && !self.events_deferred {
                 return Ok(true);
             }
@@ -445,8 +445,8 @@ impl RdPath {
         Ok(false)
     }
 
-    /// The socket was read to the end: whatever is read next came later (the engine tells
-    /// lost ACKs from late ones by it).
+    /// The socket was read to the end (a read found it empty, or a batch read came up short):
+    /// whatever is read next came later. The engine tells lost ACKs from late ones by it.
     fn drained(&mut self, now: Instant) {
         self.endpoint.input_drained(now);
     }

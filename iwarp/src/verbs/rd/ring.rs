@@ -46,6 +46,8 @@ pub(crate) struct RecvRing {
     spare: Vec<Vec<u8>>,
     /// Datagrams are streaming in: batch the next read.
     busy: bool,
+    /// The last `recv` was a `recvmmsg`.
+    batched: bool,
     /// The socket coalesces runs of datagrams (UDP_GRO is on): every read must take the
     /// control message that says how to cut them apart.
     gro: bool,
@@ -84,6 +86,7 @@ impl RecvRing {
     /// with room for the control message, without which a run could not be cut.
     pub(crate) fn recv(&mut self, sock: &UdpSocket) -> Result<usize, Errno> {
         self.datagrams.clear();
+        self.batched = self.busy;
         let r = if self.busy {
             self.recv_batch(sock.as_raw_fd())
         } else if self.gro {
@@ -100,9 +103,15 @@ impl RecvRing {
         r.map(|_| self.datagrams.len())
     }
 
-    /// Whether the last `recv` read fewer messages than it had room for: the socket is empty.
+    /// Whether the last `recv` read fewer messages than it had room for: the socket is
+    /// probably empty (a single read always says so).
     pub(crate) fn drained(&self) -> bool {
         self.messages < RX_BATCH
+    }
+
+    /// Whether the last `recv` proved the socket empty: a batch read that came up short.
+    pub(crate) fn known_empty(&self) -> bool {
+        self.batched && self.messages < RX_BATCH
     }
 
     fn recv_one(&mut self, sock: &UdpSocket) -> Result<usize, Errno> {
@@ -318,5 +327,36 @@ mod tests {
         let taken = ring.take(0);
         assert_eq!(taken.as_ptr(), slot_ptr);
         assert_eq!(&taken[..700], &run[..]);
+    }
+
+    /// A single read cannot tell whether more is queued; only a batch read that comes up short
+    /// proves the socket empty.
+    #[test]
+    fn only_a_short_batch_proves_the_socket_empty() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut ring = RecvRing::new();
+        let read = |ring: &mut RecvRing| loop {
+            match ring.recv(&rx) {
+                Ok(n) => return n,
+                Err(Errno::EAGAIN) => continue,
+                Err(e) => panic!("{e}"),
+            }
+        };
+        for len in [100, 100, BULK, 100] {
+            tx.send_to(&vec![1u8; len], rx.local_addr().unwrap())
+                .unwrap();
+        }
+        // Small datagrams are read one at a time: one more is still queued.
+        assert_eq!(read(&mut ring), 1);
+        assert!(ring.drained() && !ring.known_empty());
+        assert_eq!(read(&mut ring), 1);
+        assert!(!ring.known_empty());
+        // A bulk datagram makes the next read a batch, which takes the rest and comes up short.
+        assert_eq!(read(&mut ring), 1);
+        assert!(!ring.known_empty());
+        assert_eq!(read(&mut ring), 1);
+        assert!(ring.known_empty());
     }
 }
