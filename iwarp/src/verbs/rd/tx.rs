@@ -315,4 +315,59 @@ mod tests {
         assert_eq!(q.bytes, 0);
         assert!(!queue(&[(1, 65_000); TX_BATCH]).wants_more());
     }
+
+    /// A GSO run leaves as the datagrams it was cut from, byte for byte: each header, payload,
+    /// payload tail and trailer in place.
+    #[test]
+    fn a_gso_run_carries_every_piece_in_place() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut sock = DatagramSocket::new(tx, None).unwrap();
+        let dst = SockaddrStorage::from(rx.local_addr().unwrap());
+        let mut q = TxQueue::default();
+        let mut want = Vec::new();
+        // Equal sizes but for the last; tails on some, trailers on all but one size class.
+        let full = [(36, 1000, 432), (28, 1440, 0), (36, 1432, 0)];
+        let shapes = full.iter().cycle().take(8).chain([&(36, 400, 300)]);
+        for (k, &(header_len, pay, tail)) in shapes.enumerate() {
+            let byte = |i: usize| (k * 31 + i * 7) as u8;
+            let mut header = [0u8; MAX_HEADER_LEN];
+            header
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, b)| *b = byte(i));
+            let payload: Vec<u8> = (0..pay).map(|i| byte(i + 100)).collect();
+            let payload_tail: Vec<u8> = (0..tail).map(|i| byte(i + 5000)).collect();
+            let trailer = [k as u8, 0xaa, 0xbb, 0xcc];
+            let mut d = header[..header_len].to_vec();
+            d.extend_from_slice(&payload);
+            d.extend_from_slice(&payload_tail);
+            d.extend_from_slice(&trailer);
+            want.push(d);
+            q.push(TxItem {
+                dst,
+                header,
+                t: GatherTransmit {
+                    header_len,
+                    payload: Bytes::from(payload),
+                    payload_tail: Bytes::from(payload_tail),
+                    trailer: Some(trailer),
+                    seq: None,
+                    retransmit: false,
+                },
+            });
+        }
+        // All 1472 bytes but the last (740): one run.
+        assert_eq!(q.gso_run(), Some(9));
+        let mut errors = 0;
+        assert!(q.flush(&mut sock, &mut errors));
+        assert_eq!((errors, q.gso_sends), (0, 1));
+        let mut buf = [0u8; 2048];
+        for (k, w) in want.iter().enumerate() {
+            let n = rx.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &w[..], "datagram {k}");
+        }
+    }
 }
