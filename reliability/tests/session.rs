@@ -818,6 +818,28 @@ fn next_emission(s: &mut Session, mut now: Instant) -> (Instant, Vec<Vec<u8>>) {
     }
 }
 
+/// `b`, having read everything at `now`, acknowledges it when due, and that ACK is lost. `b`
+/// keeps polling (finding its socket empty) until `a`'s timer resends; it reads the copies and
+/// answers. Returns when `a` took the answer, and the answer.
+fn ack_lost_then_resent(
+    a: &mut Session,
+    b: &mut Session,
+    now: Instant,
+    sink: &mut Collect,
+) -> (Instant, Vec<Vec<u8>>) {
+    let hop = Duration::from_micros(5);
+    b.input_drained(now);
+    let (now, _lost) = next_emission(b, now);
+    b.input_drained(now + hop);
+    let (now, copies) = next_emission(a, now + hop);
+    let now = now + hop;
+    feed(b, now, &copies, sink);
+    b.input_drained(now);
+    let report = drain(b, now);
+    feed(a, now + hop, &report, &mut Collect::default());
+    (now + hop, report)
+}
+
 /// Hands `dgs` to `to` at `now`, whatever becomes of them.
 fn feed(to: &mut Session, now: Instant, dgs: &[Vec<u8>], sink: &mut Collect) {
     for d in dgs {
@@ -851,16 +873,8 @@ fn lost_acks_are_told_from_late_ones() {
     let orig = drain(&mut a, t0);
     let now = t0 + hop;
     feed(&mut b, now, &orig, &mut sink);
-    b.input_drained(now);
-    let (now, _lost) = next_emission(&mut b, now);
-    b.input_drained(now + hop);
-    let (now, copy) = next_emission(&mut a, now + hop);
-    let now = now + hop;
-    feed(&mut b, now, &copy, &mut sink);
-    b.input_drained(now);
-    let report = drain(&mut b, now);
+    let (now, report) = ack_lost_then_resent(&mut a, &mut b, now, &mut sink);
     assert_eq!(dsacks(&report), [true], "the receiver had acknowledged it");
-    feed(&mut a, now + hop, &report, &mut Collect::default());
     assert!(a.is_idle());
     assert_eq!(a.stats().spurious_retransmits, 1);
     assert_eq!(a.stats().lost_acks, 1);
@@ -940,20 +954,12 @@ fn one_lost_ack(cfg: Config, len: usize, head: std::ops::Range<usize>) -> Sessio
         .map(|i| orig[i].clone())
         .collect();
     feed(&mut b, now, &rest, &mut sink);
-    b.input_drained(now);
-    let (now, _lost) = next_emission(&mut b, now);
-    b.input_drained(now + hop);
-    let (now, copies) = next_emission(&mut a, now + hop);
-    let now = now + hop;
-    feed(&mut b, now, &copies, &mut sink);
-    b.input_drained(now);
-    let report = drain(&mut b, now);
+    let (_, report) = ack_lost_then_resent(&mut a, &mut b, now, &mut sink);
     assert!(
         dsacks(&report).iter().all(|&acked| acked),
         "{:?}",
         dsacks(&report)
     );
-    feed(&mut a, now + hop, &report, &mut Collect::default());
     assert!(a.is_idle());
     assert_eq!(sink.delivered.len(), 1);
     a
@@ -1003,16 +1009,8 @@ fn a_lost_ack_after_a_fast_retransmission_is_a_lost_ack() {
     assert_eq!(a.stats().fast_retransmits, 1);
     let now = now + hop;
     feed(&mut b, now, &fast, &mut sink);
-    b.input_drained(now);
-    let (now, _lost) = next_emission(&mut b, now);
-    b.input_drained(now + hop);
-    let (now, copy) = next_emission(&mut a, now + hop);
-    let now = now + hop;
-    feed(&mut b, now, &copy, &mut sink);
-    b.input_drained(now);
-    let report = drain(&mut b, now);
+    let (_, report) = ack_lost_then_resent(&mut a, &mut b, now, &mut sink);
     assert_eq!(dsacks(&report), [true]);
-    feed(&mut a, now + hop, &report, &mut Collect::default());
     assert!(a.is_idle());
     assert_eq!(sink.delivered.len(), 1);
     assert_eq!(a.stats().lost_acks, 1, "{:?}", a.stats());
