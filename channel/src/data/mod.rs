@@ -223,8 +223,16 @@ impl State {
             let mut bytes = Vec::with_capacity(MATCH_HEADER + len);
             wire::eager(&mut bytes, self.name.qpn, &m);
             a.mem.read_into(0, len, &mut bytes);
-            let role = if inject {
-                // The bytes are copied: the injected send is done as far as the caller goes.
+            // A copied send asked for no completion level that needs the peer (Open MPI asks
+            // for none; MPICH always for FI_DELIVERY_COMPLETE) is done once its bytes are ours,
+            // as over TCP once they are in the socket: the queue pair keeps them until they
+            // are acknowledged. Otherwise, with more ranks than cores, each such send waits
+            // for its peer to get the CPU back (NPB CG.A on 8 ranks: 0.90-0.93 s against
+            // 0.66-0.73 at a 64 KiB eager size).
+            let buffered =
+                a.flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) == 0;
+            let role = if inject || buffered {
+                // The bytes are copied: the send is done as far as the caller goes.
                 self.out
                     .send_done(send_completion(a.kind, a.context, len), a.flags);
                 Role::Free

@@ -621,3 +621,37 @@ fn an_unacknowledged_inject_keeps_the_endpoint_busy() {
         );
     }
 }
+
+#[test]
+fn a_copied_send_completes_at_once_unless_asked_to_wait_for_the_peer() {
+    // A peer that never answers: only a send asked for no completion level completes (its
+    // bytes are copied and kept for the queue pair); one asked for the peer's acknowledgement
+    // (FI_TRANSMIT_COMPLETE) or its placement (FI_DELIVERY_COMPLETE) waits.
+    let (a, b) = pair();
+    b.ep.shutdown();
+    drop(b);
+    for (i, level) in [0, FI_TRANSMIT_COMPLETE, FI_DELIVERY_COMPLETE].into_iter().enumerate() {
+        let (mem, backing) = UserMem::owned(pattern(4096, i as u8));
+        a.ep.send(SendArgs {
+            kind: Kind::Tagged,
+            dest: 1,
+            mem,
+            tag: 7,
+            data: None,
+            context: 500 + i,
+            flags: FI_COMPLETION | level,
+        })
+        .unwrap();
+        backing.lock().fill(0);
+    }
+    let mut done = Vec::new();
+    let until = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < until {
+        let _ = a.cq.read(8, |_, c| done.push(c.op_context));
+    }
+    assert_eq!(done, [500], "only the send that asked for no level completed");
+    assert!(
+        !a.ep.with_data(|d| d.idle()),
+        "the copied send's bytes were forgotten before an acknowledgement"
+    );
+}
