@@ -140,6 +140,28 @@ struct Retx {
     first_sent: u32,
     resent: u32,
     cause: Cause,
+    /// What first acknowledged the datagram after this resend.
+    covered: Cover,
+}
+
+/// What first acknowledged a resent datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cover {
+    Not,
+    /// An ACK: the original's acknowledgement came after all (late, or the resend was early).
+    Ack,
+    /// The duplicate report of a lost ACK (its cumulative point covers every datagram the
+    /// lost ACK did, and must not make their own reports look late).
+    LostAckReport,
+}
+
+/// Notes, in the records of `seq`'s resends, what acknowledged it first.
+fn mark_covered(recent: &mut [Option<Retx>], seq: Seq, by: Cover) {
+    for r in recent.iter_mut().flatten() {
+        if r.seq == seq && r.covered == Cover::Not {
+            r.covered = by;
+        }
+    }
 }
 
 /// How long a learnt ACK lag is kept before clean ACKs may halve it. A receiver that shares its
@@ -240,9 +262,6 @@ pub(crate) struct Sender {
     ack_lag: Duration,
     /// When `ack_lag` last grew or halved, in wrapping microseconds since `epoch`.
     lag_changed: u32,
-    /// The highest cumulative ACK that came on anything but a lost ACK's duplicate report
-    /// (see `on_plain_ack`).
-    plain_ack: Seq,
     recent_retx: [Option<Retx>; 8],
     /// Origin of the times in `recent_retx`: the first retransmission.
     epoch: Option<Instant>,
@@ -281,7 +300,6 @@ impl Sender {
             clean_acks: 0,
             ack_lag: Duration::ZERO,
             lag_changed: 0,
-            plain_ack: isn,
             recent_retx: [None; 8],
             epoch: None,
             recent_pos: 0,
@@ -341,25 +359,6 @@ impl Sender {
 
     pub(crate) fn has_space_after_block(&self, config: &Config) -> bool {
         self.charged < config.max_send_buffer
-    }
-
-    /// Whether an ACK that was not itself a lost ACK's duplicate report covered `seq`: the
-    /// original's ACK came after all, late. One lost ACK can leave several datagrams to be
-    /// resent, each reported as a duplicate; the first report acknowledges them all, and must
-    /// not make the next ones look like late ACKs.
-    pub(crate) fn acknowledged_plainly(&self, seq: Seq) -> bool {
-        seq.before(self.plain_ack)
-    }
-
-    /// The ACK fields of a datagram that was not a lost ACK's duplicate report were taken.
-    pub(crate) fn on_plain_ack(&mut self, ack: Seq) {
-        if ack.after(self.plain_ack) && !ack.after(self.nxt) {
-            self.plain_ack = ack;
-        }
-        // Kept within reach of `una`, so that it cannot wrap behind it.
-        if self.plain_ack.before(self.una) && self.una.since(self.plain_ack) > 1 << 30 {
-            self.plain_ack = self.una;
-        }
     }
 
     pub(crate) fn next_seq(&self) -> Seq {
@@ -422,6 +421,7 @@ impl Sender {
                 first_sent: micros_since(epoch, e.first_sent),
                 resent: micros_since(epoch, now),
                 cause: e.cause,
+                covered: Cover::Not,
             });
             self.recent_pos = (self.recent_pos + 1) % self.recent_retx.len() as u8;
             Outbound {
@@ -557,7 +557,8 @@ impl Sender {
         )
     }
 
-    /// Processes the ACK fields of an accepted datagram. `Err` if it acknowledges data never sent.
+    /// Processes the ACK fields of an accepted datagram (`lost_ack_report`: the peer's report
+    /// of a duplicate it had acknowledged before). `Err` if it acknowledges data never sent.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_ack(
         &mut self,
@@ -565,6 +566,7 @@ impl Sender {
         ack: Seq,
         sack: u32,
         credit: u16,
+        lost_ack_report: bool,
         config: &Config,
         rtt: &mut RttEstimator,
         stats: &mut Stats,
@@ -578,6 +580,11 @@ impl Sender {
             self.right_edge = ack.add(u32::from(credit.max(1)));
         }
         let mut progress = false;
+        let cover = if lost_ack_report {
+            Cover::LostAckReport
+        } else {
+            Cover::Ack
+        };
         // The newest transmission acknowledged now: (tx_order, its send time if it was the
         // datagram's only one). An ACK releases everything the receiver got up to its
         // cumulative point, and when a retransmission fills a hole that includes datagrams that
@@ -623,6 +630,9 @@ impl Sender {
             }
             for _ in 0..n {
                 let e = self.flight.pop_front().expect("ack <= nxt");
+                if e.tx_count > 1 && e.state != State::Sacked {
+                    mark_covered(&mut self.recent_retx, self.una, cover);
+                }
                 self.una = self.una.add(1);
                 self.flight_bytes -= e.payload.len();
                 self.charged -= e.payload.len();
@@ -664,6 +674,9 @@ impl Sender {
             };
             e.state = State::Sacked;
             progress = true;
+            if e.tx_count > 1 {
+                mark_covered(&mut self.recent_retx, ack.add(1 + i), cover);
+            }
             note(e, out, &mut self.acked_top);
         }
         let newest = if sack == 0 {
@@ -820,14 +833,14 @@ impl Sender {
         self.tlp = Some(self.una.add(i as u32));
     }
 
-    /// The peer received `seq` twice (it said so at `now`); `ack_lost`: it had acknowledged
-    /// `seq` before the copy came, and that ACK never arrived. If we had retransmitted it, the
-    /// retransmission was spurious: unless the ACK was lost, widen the reordering window, and if
-    /// a timer had resent it, wait longer for acknowledgements.
+    /// The peer received `seq` twice (it said so at `now`); `acked`: it had acknowledged `seq`
+    /// before the copy came. If we had retransmitted it, the retransmission was spurious: unless
+    /// the ACK was lost, widen the reordering window, and if a timer had resent it, wait longer
+    /// for acknowledgements.
     pub(crate) fn on_dsack(
         &mut self,
         seq: Seq,
-        ack_lost: bool,
+        acked: bool,
         now: Instant,
         config: &Config,
         rtt: &RttEstimator,
@@ -836,15 +849,16 @@ impl Sender {
         let Some(epoch) = self.epoch else { return };
         let now_us = micros_since(epoch, now);
         let age = |r: &Retx| now_us.wrapping_sub(r.resent);
-        // The record of `seq`'s first resend, and whether a timer resent it; all of its
-        // records are consumed.
+        // The record of `seq`'s first resend, whether a timer resent it, and whether an ACK
+        // (not a lost ACK's report) covered it before this report; all its records are consumed.
         let mut first: Option<Retx> = None;
-        let mut by_timer = false;
+        let (mut by_timer, mut ack_came) = (false, false);
         for slot in &mut self.recent_retx {
             let Some(r) = slot.take_if(|r| r.seq == seq) else {
                 continue;
             };
             by_timer |= r.cause != Cause::Overtaken;
+            ack_came |= r.covered == Cover::Ack;
             if first.as_ref().is_none_or(|f| age(&r) > age(f)) {
                 first = Some(r);
             }
@@ -852,9 +866,10 @@ impl Sender {
         let Some(r) = first else { return };
         let us = |d: u32| Duration::from_micros(u64::from(d));
         stats.spurious_retransmits += 1;
-        if ack_lost && by_timer {
+        if acked && by_timer && !ack_came {
             // The peer had acknowledged the first copy to arrive before a timer's copy came,
-            // and that ACK was lost. The peer kept up and the network held nothing back.
+            // and that ACK was lost. (Had it come before this report, even after the resend
+            // left, this side was late, not the ACK lost.) The peer kept up and the network held nothing back.
             // Learning a lag or a reordering window from it would feed on itself: each lost ACK
             // would lengthen the next timeout by the last one. The peer keeping up also
             // outweighs a lag learnt earlier. (Timing cannot tell this from a peer that

@@ -315,17 +315,16 @@ impl Session {
             self.stats.dropped_stale_epoch += 1;
             return Err(DropReason::StaleEpoch(repr.epoch));
         }
-        // A duplicate the peer had acknowledged before its copy came, whose acknowledgement
-        // never arrived here: the ACK was lost. (If it did arrive, the resend left after it
-        // was due but before it was read: this side was late, not the ACK lost.)
-        let reports_lost_ack = repr.dsack && repr.dsack_acked;
-        let ack_lost = reports_lost_ack && !self.tx.acknowledged_plainly(repr.seq);
+        // The peer's report of a duplicate it had acknowledged before: if nothing else
+        // acknowledged that datagram first, the ACK was lost.
+        let lost_ack_report = repr.dsack && repr.dsack_acked;
         let events = &mut self.events;
         let acked = self.tx.on_ack(
             now,
             repr.ack,
             repr.sack,
             repr.credit,
+            lost_ack_report,
             &self.config,
             &mut self.rtt,
             &mut self.stats,
@@ -335,15 +334,12 @@ impl Session {
             self.stats.dropped_invalid_ack += 1;
             return Err(DropReason::InvalidAck);
         }
-        if !reports_lost_ack {
-            self.tx.on_plain_ack(repr.ack);
-        }
         self.last_heard = now;
         self.stats.datagrams_received += 1;
         if repr.dsack {
             self.tx.on_dsack(
                 repr.seq,
-                ack_lost,
+                repr.dsack_acked,
                 now,
                 &self.config,
                 &self.rtt,

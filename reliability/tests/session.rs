@@ -1018,6 +1018,93 @@ fn a_lost_ack_after_a_fast_retransmission_is_a_lost_ack() {
     assert_eq!(a.rtt().ack_lag, Duration::ZERO, "{:?}", a.rtt());
 }
 
+/// The sender's probe resends a datagram just before it reads the ACK that selectively
+/// acknowledged it: the receiver reports the copy as acknowledged before, yet that ACK was not
+/// lost, it came (this side was late).
+#[test]
+fn a_selective_ack_read_after_the_resend_is_a_late_ack_not_a_lost_one() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = pair(ethernet_sized(), t0);
+    let hop = Duration::from_micros(5);
+    let mut sink = Collect::default();
+    let mut now = t0;
+    run_lagging_rounds(&mut a, &mut b, &mut now, &mut sink, &[Duration::ZERO]);
+    a.send(now, vec![4u8; 3000]).unwrap();
+    let orig = drain(&mut a, now);
+    assert_eq!(orig.len(), 3);
+    // The first is lost; the receiver selectively acknowledges the other two.
+    feed(&mut b, now + hop, &orig[1..], &mut sink);
+    b.input_drained(now + hop);
+    let (t_ack, sack) = next_emission(&mut b, now + hop);
+    // The probe leaves after that ACK did, before it is read.
+    let (t_probe, probe) = next_emission(&mut a, now);
+    assert!(
+        t_probe > t_ack && a.stats().tail_probes == 1,
+        "{:?}",
+        a.stats()
+    );
+    feed(&mut a, t_probe, &sack, &mut Collect::default());
+    b.input_drained(t_probe);
+    let (_, report) = {
+        let t = t_probe + hop;
+        feed(&mut b, t, &probe, &mut sink);
+        (t, drain(&mut b, t))
+    };
+    assert_eq!(dsacks(&report), [true]);
+    feed(&mut a, t_probe + 2 * hop, &report, &mut Collect::default());
+    assert_eq!(a.stats().spurious_retransmits, 1);
+    assert_eq!(a.stats().lost_acks, 0, "{:?}", a.stats());
+}
+
+/// One lost ACK, two timer resends (the head, and a hole below what was selectively
+/// acknowledged); between the two reports the receiver sends data of its own, whose ACK fields
+/// cover the second resend too. The first report already did: both are lost ACKs.
+#[test]
+fn an_ack_after_a_lost_acks_report_does_not_make_the_next_report_late() {
+    let t0 = Instant::now();
+    let no_probe = Config {
+        min_pto: Duration::ZERO,
+        ..ethernet_sized()
+    };
+    let (mut a, mut b) = pair(no_probe, t0);
+    let hop = Duration::from_micros(5);
+    let mut sink = Collect::default();
+    a.send(t0, vec![5u8; 3000]).unwrap();
+    let orig = drain(&mut a, t0);
+    // The last overtakes the others, and its ACK comes through; theirs is lost.
+    feed(&mut b, t0 + hop, &orig[2..], &mut sink);
+    b.input_drained(t0 + hop);
+    let (now, ack) = next_emission(&mut b, t0 + hop);
+    feed(&mut a, now + hop, &ack, &mut Collect::default());
+    feed(&mut b, now + hop, &orig[..2], &mut sink);
+    b.input_drained(now + hop);
+    let (now, _lost) = next_emission(&mut b, now + hop);
+    b.input_drained(now + hop);
+    let (now, copies) = next_emission(&mut a, now + hop);
+    assert!(copies.len() >= 2, "{}", copies.len());
+    let now = now + hop;
+    feed(&mut b, now, &copies[..1], &mut sink);
+    let first = drain(&mut b, now);
+    b.send(now, vec![6u8; 100]).unwrap();
+    let data = drain(&mut b, now);
+    feed(&mut b, now, &copies[1..], &mut sink);
+    b.input_drained(now);
+    let rest = drain(&mut b, now);
+    for dgs in [&first, &data, &rest] {
+        feed(&mut a, now + hop, dgs, &mut sink);
+    }
+    assert_eq!(dsacks(&first), [true]);
+    assert!(
+        dsacks(&rest).iter().all(|&acked| acked),
+        "{:?}",
+        dsacks(&rest)
+    );
+    let s = a.stats();
+    assert!(s.spurious_retransmits >= 2, "{s:?}");
+    assert_eq!(s.lost_acks, s.spurious_retransmits, "{s:?}");
+    assert_eq!(a.rtt().ack_lag, Duration::ZERO, "{:?}", a.rtt());
+}
+
 /// The receiver's side of the ACKED flag: a duplicate counts as acknowledged only by ACKs that
 /// left before the socket was last found empty (what it reads after that came later), and an
 /// ACK sent at the very moment of a drain is not before it.

@@ -630,7 +630,10 @@ fn a_copied_send_completes_at_once_unless_asked_to_wait_for_the_peer() {
     let (a, b) = pair();
     b.ep.shutdown();
     drop(b);
-    for (i, level) in [0, FI_TRANSMIT_COMPLETE, FI_DELIVERY_COMPLETE].into_iter().enumerate() {
+    for (i, level) in [0, FI_TRANSMIT_COMPLETE, FI_DELIVERY_COMPLETE]
+        .into_iter()
+        .enumerate()
+    {
         let (mem, backing) = UserMem::owned(pattern(4096, i as u8));
         a.ep.send(SendArgs {
             kind: Kind::Tagged,
@@ -649,7 +652,11 @@ fn a_copied_send_completes_at_once_unless_asked_to_wait_for_the_peer() {
     while Instant::now() < until {
         let _ = a.cq.read(8, |_, c| done.push(c.op_context));
     }
-    assert_eq!(done, [500], "only the send that asked for no level completed");
+    assert_eq!(
+        done,
+        [500],
+        "only the send that asked for no level completed"
+    );
     assert!(
         !a.ep.with_data(|d| d.idle()),
         "the copied send's bytes were forgotten before an acknowledgement"
