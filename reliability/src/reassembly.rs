@@ -255,6 +255,10 @@ impl Receiver {
     /// bitmap `sack`.
     pub(crate) fn ack_sent(&mut self, ack: Seq, sack: u32, now: Instant) {
         self.sent.sent(ack, sack, now);
+        self.owe_nothing();
+    }
+
+    fn owe_nothing(&mut self) {
         self.unacked = 0;
         self.ack_at = None;
         self.ack_now = false;
@@ -462,8 +466,6 @@ impl Receiver {
         self.slots = VecDeque::new();
         self.held_bytes = 0;
         self.n_dsacks = 0;
-        self.unacked = 0;
-        self.ack_at = None;
-        self.ack_now = false;
+        self.owe_nothing();
     }
 }

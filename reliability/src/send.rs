@@ -869,9 +869,9 @@ impl Sender {
         if acked && by_timer && !ack_came {
             // The peer had acknowledged the first copy to arrive before a timer's copy came,
             // and that ACK was lost. (Had it come before this report, even after the resend
-            // left, this side was late, not the ACK lost.) The peer kept up and the network held nothing back.
-            // Learning a lag or a reordering window from it would feed on itself: each lost ACK
-            // would lengthen the next timeout by the last one. The peer keeping up also
+            // left, this side was late, not the ACK lost.) The peer kept up and the network
+            // held nothing back. Learning a lag or a reordering window from it would feed on
+            // itself: each lost ACK would lengthen the next timeout by the last one. The peer keeping up also
             // outweighs a lag learnt earlier. (Timing cannot tell this from a peer that
             // computed and woke just after the resend; only the peer knows.) With fast
             // retransmissions alone it is different: the ACKs that overtook the original would

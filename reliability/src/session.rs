@@ -543,8 +543,9 @@ impl Session {
     /// The caller read every datagram that had arrived for this session by `now` (its socket
     /// was empty). A duplicate read later came after every ACK sent before `now`; if one of
     /// those covered it, that ACK was lost, and the duplicate's report says so, which keeps the
-    /// peer from taking the resend for the sign of a slow receiver (see [`crate::header::FLAG_ACKED`]). Without
-    /// these calls every duplicate is reported as unacknowledged.
+    /// peer from taking the resend for the sign of a slow receiver (see
+    /// [`crate::header::FLAG_ACKED`]). Without these calls every duplicate is reported as
+    /// unacknowledged.
     pub fn input_drained(&mut self, now: Instant) {
         self.rx.input_drained(now);
     }
