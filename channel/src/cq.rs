@@ -114,9 +114,15 @@ impl CompletionQueue {
         }))
     }
 
-    /// `source` makes progress whenever this queue is read, until it is dropped.
+    /// `source` makes progress whenever this queue is read, until it is dropped. Adding it
+    /// again (an endpoint binds one queue for both sends and receives) changes nothing: a
+    /// second progress per read would cost a second empty socket read, and it would sit
+    /// between a message's arrival and the caller's reply half the time.
     pub fn add_source(&self, source: Weak<dyn Progress>) {
         let mut s = self.sources.lock();
+        if s.iter().any(|w| Weak::ptr_eq(w, &source)) {
+            return;
+        }
         let live = s.iter().filter(|w| w.strong_count() > 0).cloned();
         *s = live.chain([source]).collect();
     }
@@ -226,6 +232,38 @@ mod tests {
         assert_eq!(q.read(8, |_, _| ()), Err(Errno(FI_EAVAIL)));
         assert_eq!(q.read_err(), Ok(e));
         assert_eq!(q.read(8, |_, _| ()), Ok(1));
+    }
+
+    struct Counting(AtomicU32);
+
+    impl Progress for Counting {
+        fn progress(&self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_source_added_twice_progresses_once_per_read() {
+        let q = cq();
+        let a = Arc::new(Counting(AtomicU32::new(0)));
+        let b = Arc::new(Counting(AtomicU32::new(0)));
+        let weak = |s: &Arc<Counting>| Arc::downgrade(s) as Weak<dyn Progress>;
+        q.add_source(weak(&a));
+        q.add_source(weak(&a));
+        q.add_source(weak(&b));
+        assert_eq!(q.read(8, |_, _| ()), Err(Errno::AGAIN));
+        assert_eq!(a.0.load(Ordering::Relaxed), 1);
+        assert_eq!(b.0.load(Ordering::Relaxed), 1);
+        // A dropped source is let go; one added afresh later progresses again.
+        drop(a);
+        let c = Arc::new(Counting(AtomicU32::new(0)));
+        q.add_source(weak(&c));
+        assert_eq!(q.read(8, |_, _| ()), Err(Errno::AGAIN));
+        assert_eq!(
+            (b.0.load(Ordering::Relaxed), c.0.load(Ordering::Relaxed)),
+            (2, 1)
+        );
+        assert_eq!(q.sources.lock().len(), 2);
     }
 
     #[test]
