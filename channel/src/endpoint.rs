@@ -343,10 +343,11 @@ impl Endpoint {
         let m = d.memory();
         let rd = d.rd_stats().unwrap_or_default();
         let line = format!(
-            "diwarp-mem pid={} ep={} queue_pair={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} datagrams_sent={} retransmits={} spurious_retransmits={} lost_acks={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} acks_sent={} progress_wakes={} peers={} datagram_size={} gso_sends={} gro_runs={}\n",
+            "diwarp-mem pid={} ep={} queue_pair={} send_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} datagrams_sent={} retransmits={} spurious_retransmits={} lost_acks={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} acks_sent={} progress_wakes={} peers={} datagram_size={} gso_sends={} gro_runs={}\n",
             std::process::id(),
             self.name,
             m.queue_pair,
+            m.send_buffers,
             m.unexpected,
             m.unexpected_peak,
             m.pending,

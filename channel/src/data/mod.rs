@@ -14,6 +14,7 @@
 //! Chunks are placed even ahead of their turn; everything else is handled in per-peer order.
 //! `State` handles arrivals and queues sends; `driver` owns the queue pair.
 
+mod bufs;
 mod complete;
 mod driver;
 mod ops;
@@ -38,6 +39,7 @@ use crate::matching::{
     Arrival, Context, Delivery, Header, Kind, Matcher, Peek, PeerId, Post, Protocol, RecvSpec,
     Taken,
 };
+use bufs::SendBufs;
 use complete::kind_flag;
 pub use complete::Outputs;
 pub use driver::DataPath;
@@ -89,6 +91,8 @@ pub struct Memory {
     pub unexpected: usize,
     pub unexpected_peak: usize,
     pub pending: usize,
+    /// Spare buffers for copied sends.
+    pub send_buffers: usize,
 }
 
 /// Everything but the queue pair: what the arrivals, which the queue pair lends while it is
@@ -124,6 +128,8 @@ struct State {
     /// The AV's insertion count when the stand-ins were last looked up in it.
     av_seen: usize,
     pub stats: Stats,
+    /// Buffers for copied sends, reused.
+    bufs: SendBufs,
 }
 
 impl std::fmt::Debug for State {
@@ -159,6 +165,7 @@ impl State {
             next_stand_in: STAND_IN_BASE,
             av_seen: 0,
             stats: Stats::default(),
+            bufs: SendBufs::default(),
         }
     }
 
@@ -220,7 +227,7 @@ impl State {
         };
         // An inject is copied whatever the eager size: its buffer is the caller's again at once.
         if len <= self.eager || inject {
-            let mut bytes = Vec::with_capacity(MATCH_HEADER + len);
+            let mut bytes = self.bufs.take(MATCH_HEADER + len);
             wire::eager(&mut bytes, self.name.qpn, &m);
             a.mem.read_into(0, len, &mut bytes);
             // A copied send asked for no completion level that needs the peer (Open MPI asks
@@ -242,7 +249,7 @@ impl State {
             };
             self.submit(Outgoing::Message {
                 to,
-                bytes: bytes.into(),
+                bytes: self.bufs.freeze(bytes),
                 role,
             });
         } else {
