@@ -63,7 +63,7 @@ pub const TAG_GENERIC: u64 = 0xAAAA_AAAA_AAAA_AAAA;
 /// As large as the default eager size: MPI sends up to it inject (complete at once, the bytes
 /// copied) instead of waiting for the peer's acknowledgement, as a TCP send completes once the
 /// kernel has the bytes; what stays unacknowledged counts against the session's send buffer.
-pub const INJECT_SIZE: usize = 16 * 1024;
+pub const INJECT_SIZE: usize = 32 * 1024;
 pub const QUEUE_SIZE: usize = 8192;
 pub const IOV_LIMIT: usize = 16;
 pub const CQ_DATA_SIZE: usize = 8;

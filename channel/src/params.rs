@@ -40,7 +40,7 @@ pub const PARAMS: &[ParamSpec] = &[
         name: EAGER_SIZE,
         kind: ParamKind::Size,
         help: "Largest message sent eagerly; larger ones use rendezvous, placed directly \
-               into the posted receive buffer (default: 16384)",
+               into the posted receive buffer (default: 32768)",
     },
     ParamSpec {
         name: LINGER_MS,
@@ -109,7 +109,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             iface: None,
-            eager_size: 16 * 1024,
+            eager_size: crate::info::INJECT_SIZE,
             linger: Duration::from_millis(2000),
             peer_timeout: Duration::from_millis(30_000),
             mem_report: None,
