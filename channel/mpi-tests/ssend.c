@@ -10,7 +10,7 @@
  */
 #include "check.h"
 
-static const size_t sizes[] = {0, 1, 100, 16384, 16385, 65536, 1u << 20};
+static const size_t sizes[] = {0, 1, 100, 16384, 16385, 32768, 32769, 65536, 1u << 20};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
 int main(int argc, char **argv) {

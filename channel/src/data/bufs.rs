@@ -16,12 +16,12 @@ use parking_lot::Mutex;
 
 /// Smaller copies come from the allocator's own per-size lists, which stay warm.
 const MIN_CLASS: u32 = 11;
-/// Larger ones are rare (an eager size raised past 16 MiB) and not kept.
-const MAX_CLASS: u32 = 24;
+/// The eager size is at most a chunk (60 KiB): no copied send needs a larger buffer.
+const MAX_CLASS: u32 = 16;
 const CLASSES: usize = (MAX_CLASS - MIN_CLASS + 1) as usize;
 /// Room past the power of two, for the header in front of a power-of-two payload.
 const HEADROOM: usize = 256;
-/// Most bytes kept spare: a window of 64 sends at a 64 KiB eager size, and some smaller.
+/// Most bytes kept spare: a window of 64 sends at the largest eager size, and smaller ones.
 pub(crate) const SPARE_BYTES: usize = 8 << 20;
 
 #[derive(Default)]
@@ -142,7 +142,8 @@ mod tests {
         // A smaller class does not.
         drop(bufs.freeze(again));
         let smaller = bufs.take(4 << 10);
-        assert_ne!(smaller.as_ptr(), ptr);
+        assert_eq!(smaller.capacity(), (4 << 10) + HEADROOM);
+        assert_eq!(bufs.spare_bytes(), (32 << 10) + HEADROOM);
     }
 
     #[test]
@@ -152,7 +153,7 @@ mod tests {
         drop(bufs.freeze(bufs.take(100)));
         drop(bufs.freeze(Vec::with_capacity(3000)));
         drop(bufs.freeze(Vec::with_capacity(4096)));
-        drop(bufs.freeze(vec![0; 64 << 20]));
+        drop(bufs.freeze(vec![0; capacity(MAX_CLASS + 1)]));
         assert_eq!(bufs.spare_bytes(), 0);
     }
 
@@ -168,10 +169,13 @@ mod tests {
     }
 
     #[test]
-    fn bytes_outliving_the_pool_are_freed() {
+    fn bytes_outliving_the_pool_stay_intact() {
         let bufs = SendBufs::default();
-        let b = bufs.freeze(bufs.take(8 << 10));
+        let mut v = bufs.take(8 << 10);
+        v.extend_from_slice(&[9; 8 << 10]);
+        let b = bufs.freeze(v);
         drop(bufs);
+        assert_eq!(&b[..], &[9; 8 << 10][..]);
         drop(b);
     }
 }

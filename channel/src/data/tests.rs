@@ -142,15 +142,8 @@ fn eager_and_rendezvous_arrive_intact_in_order_at_ethernet_datagrams() {
 }
 
 fn eager_and_rendezvous_intact_in_order((a, b): (Side, Side)) {
-    let sizes = [
-        0,
-        1,
-        4096,
-        16 * 1024,
-        16 * 1024 + 1,
-        3 * CHUNK + 17,
-        5 << 20,
-    ];
+    let eager = Config::default().eager_size;
+    let sizes = [0, 1, 4096, eager, eager + 1, 3 * CHUNK + 17, 5 << 20];
     let bufs: Vec<_> = sizes
         .iter()
         .enumerate()
@@ -178,6 +171,43 @@ fn eager_and_rendezvous_intact_in_order((a, b): (Side, Side)) {
         (0..sizes.len()).collect::<Vec<_>>(),
         "every send completes once"
     );
+    // The eager copies went back to A's pool once acknowledged.
+    assert!(a.ep.with_data(|d| d.memory().send_buffers) > 0);
+}
+
+/// Copied sends reuse pooled buffers as soon as the peer acknowledged them: many rounds of
+/// eager messages of mixed sizes, several datagrams each at an Ethernet MTU, every byte checked
+/// while later sends take the buffers of earlier ones.
+#[test]
+fn reused_send_buffers_never_change_bytes_in_flight() {
+    let (a, b) = pair_with(Config {
+        datagram_size: Some(1472),
+        ..Config::default()
+    });
+    let eager = Config::default().eager_size;
+    let sizes = [3000, eager, 9000, eager - 1, 2049, 20_000];
+    for round in 0..20u8 {
+        let bufs: Vec<_> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| recv(&b, 0, Kind::Tagged, 3, n, i))
+            .collect();
+        for (i, &n) in sizes.iter().enumerate() {
+            send(&a, 1, Kind::Tagged, 3, pattern(n, round ^ i as u8), i);
+        }
+        for (i, &n) in sizes.iter().enumerate() {
+            let c = ok(next(&b, &a));
+            assert_eq!((c.op_context, c.len), (i, n));
+            assert!(
+                *bufs[i].lock() == pattern(n, round ^ i as u8),
+                "round {round}: message {i} ({n} B) intact"
+            );
+        }
+        for _ in &sizes {
+            ok(next(&a, &b));
+        }
+    }
+    assert!(a.ep.with_data(|d| d.memory().send_buffers) > 0);
 }
 
 #[test]
