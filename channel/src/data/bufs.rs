@@ -28,6 +28,8 @@ pub(crate) const SPARE_BYTES: usize = 8 << 20;
 struct Spare {
     lists: [Vec<Vec<u8>>; CLASSES],
     bytes: usize,
+    /// Capacity of the buffers made into bytes and not yet back.
+    lent: usize,
 }
 
 /// The endpoint's spare send buffers.
@@ -76,6 +78,7 @@ impl SendBufs {
         if class_of(v.capacity()).is_none() {
             return Bytes::from(v);
         }
+        self.0.lock().lent += v.capacity();
         Bytes::from_owner(Pooled {
             buf: v,
             home: Arc::downgrade(&self.0),
@@ -85,6 +88,11 @@ impl SendBufs {
     /// Bytes held spare, for the memory report.
     pub(crate) fn spare_bytes(&self) -> usize {
         self.0.lock().bytes
+    }
+
+    /// Bytes of copies still held by somebody (queued, or waiting for an acknowledgement).
+    pub(crate) fn lent_bytes(&self) -> usize {
+        self.0.lock().lent
     }
 }
 
@@ -108,6 +116,7 @@ impl Drop for Pooled {
         let cap = self.buf.capacity();
         let Some(c) = class_of(cap) else { return };
         let mut s = home.lock();
+        s.lent -= cap;
         if s.bytes + cap <= SPARE_BYTES {
             let mut v = std::mem::take(&mut self.buf);
             v.clear();
@@ -130,11 +139,14 @@ mod tests {
         v.extend_from_slice(&[7; 100]);
         let b = bufs.freeze(v);
         assert_eq!(&b[..], &[7; 100][..]);
+        assert_eq!(bufs.lent_bytes(), (32 << 10) + HEADROOM);
         let other = b.slice(10..20);
         drop(b);
         assert_eq!(bufs.spare_bytes(), 0, "a slice still holds it");
+        assert_eq!(bufs.lent_bytes(), (32 << 10) + HEADROOM);
         drop(other);
         assert_eq!(bufs.spare_bytes(), (32 << 10) + HEADROOM);
+        assert_eq!(bufs.lent_bytes(), 0);
         // Any length of the same class gets it back, empty: a power of two and a header too.
         let again = bufs.take((32 << 10) + 100);
         assert_eq!((again.as_ptr(), again.len()), (ptr, 0));
@@ -164,8 +176,14 @@ mod tests {
         let held: Vec<Bytes> = (0..2 * SPARE_BYTES / each)
             .map(|_| bufs.freeze(bufs.take(64 << 10)))
             .collect();
+        assert_eq!(bufs.lent_bytes(), held.len() * each);
         drop(held);
         assert_eq!(bufs.spare_bytes(), SPARE_BYTES / each * each);
+        assert_eq!(
+            bufs.lent_bytes(),
+            0,
+            "buffers not kept are no longer lent either"
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@ use iwarp::verbs::{
 use super::ops::{Outgoing, PendingSend, RndvRecv, Role};
 use super::wire::{self, DATA_HEADER};
 use super::{
-    Memory, Outputs, RecvArgs, SendArgs, State, Stats, BACKLOG_MAX, CHUNK_WINDOW, EAGER_MAX,
-    POLL_BATCH,
+    Memory, Outputs, RecvArgs, SendArgs, State, Stats, BACKLOG_MAX, CHUNK_WINDOW, COPIED_MAX,
+    EAGER_MAX, POLL_BATCH,
 };
 use crate::addr::EpName;
 use crate::av::AddressVector;
@@ -81,9 +81,11 @@ impl DataPath {
     }
 
     pub fn send(&mut self, a: SendArgs) -> Result<()> {
-        if self.st.backlog.len() >= BACKLOG_MAX {
+        let full =
+            |st: &State| st.backlog.len() >= BACKLOG_MAX || st.bufs.lent_bytes() >= COPIED_MAX;
+        if full(&self.st) {
             self.progress();
-            if self.st.backlog.len() >= BACKLOG_MAX {
+            if full(&self.st) {
                 return Err(Errno::AGAIN);
             }
         }

@@ -64,6 +64,11 @@ const CHUNK_WINDOW: usize = 16;
 /// Sends waiting for queue-pair slots before a new send is refused with FI_EAGAIN.
 const BACKLOG_MAX: usize = 4096;
 
+/// Bytes of copied sends held for the peers (queued, or unacknowledged) before a new send is
+/// refused with FI_EAGAIN. The counts above bound messages, not bytes: an endpoint flooding a
+/// peer that does not keep up would otherwise hold up to 20480 copies of 32 KiB.
+const COPIED_MAX: usize = 64 << 20;
+
 /// Queue-pair completions taken per poll.
 const POLL_BATCH: usize = 64;
 

@@ -624,6 +624,47 @@ fn an_inject_above_the_eager_size_is_copied_at_once() {
 }
 
 #[test]
+fn copies_held_for_a_peer_that_does_not_answer_are_bounded_in_bytes() {
+    // Copied sends complete at once; what the peer has not acknowledged stays with us. Past
+    // COPIED_MAX a send is refused with FI_EAGAIN (MPI retries it), not queued without end.
+    let (a, b) = pair();
+    b.ep.shutdown();
+    drop(b);
+    let n = Config::default().eager_size;
+    let most = COPIED_MAX / n + 1;
+    let mut sent = 0;
+    let refused = loop {
+        let (mem, _) = UserMem::owned(pattern(n, sent as u8));
+        match a.ep.send(SendArgs {
+            kind: Kind::Tagged,
+            dest: 1,
+            mem,
+            tag: 4,
+            data: None,
+            context: sent,
+            flags: 0,
+        }) {
+            Ok(()) => sent += 1,
+            Err(e) => break e,
+        }
+        assert!(
+            sent <= most,
+            "{sent} sends of {n} B taken for a silent peer"
+        );
+    };
+    assert_eq!(refused, Errno::AGAIN);
+    assert!(
+        sent * n >= COPIED_MAX / 2,
+        "refused after only {sent} sends"
+    );
+    let held = a.ep.with_data(|d| d.memory().queue_pair);
+    assert!(
+        held <= COPIED_MAX + (8 << 20),
+        "the queue pair holds {held} B"
+    );
+}
+
+#[test]
 fn an_unacknowledged_inject_keeps_the_endpoint_busy() {
     // An inject completes once copied and is posted without a completion of its own; the
     // linger at close must still wait for its acknowledgement, or a rank's last messages
