@@ -9,6 +9,7 @@
 //! size; a buffer goes back to its list when the last holder of the bytes made from it lets
 //! go, whichever thread that is.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
@@ -28,13 +29,19 @@ pub(crate) const SPARE_BYTES: usize = 8 << 20;
 struct Spare {
     lists: [Vec<Vec<u8>>; CLASSES],
     bytes: usize,
-    /// Capacity of the buffers made into bytes and not yet back.
-    lent: usize,
+}
+
+#[derive(Default)]
+struct Shared {
+    spare: Mutex<Spare>,
+    /// Capacity of the buffers made into bytes and not yet back: read by every send, so
+    /// outside the lock.
+    lent: AtomicUsize,
 }
 
 /// The endpoint's spare send buffers.
 #[derive(Default)]
-pub(crate) struct SendBufs(Arc<Mutex<Spare>>);
+pub(crate) struct SendBufs(Arc<Shared>);
 
 /// The size class holding buffers of at least `len` bytes, if such buffers are kept.
 fn class_for(len: usize) -> Option<u32> {
@@ -62,7 +69,7 @@ impl SendBufs {
         let Some(c) = class_for(len) else {
             return Vec::with_capacity(len);
         };
-        let mut s = self.0.lock();
+        let mut s = self.0.spare.lock();
         match s.lists[(c - MIN_CLASS) as usize].pop() {
             Some(v) => {
                 s.bytes -= v.capacity();
@@ -78,7 +85,7 @@ impl SendBufs {
         if class_of(v.capacity()).is_none() {
             return Bytes::from(v);
         }
-        self.0.lock().lent += v.capacity();
+        self.0.lent.fetch_add(v.capacity(), Ordering::Relaxed);
         Bytes::from_owner(Pooled {
             buf: v,
             home: Arc::downgrade(&self.0),
@@ -87,19 +94,19 @@ impl SendBufs {
 
     /// Bytes held spare, for the memory report.
     pub(crate) fn spare_bytes(&self) -> usize {
-        self.0.lock().bytes
+        self.0.spare.lock().bytes
     }
 
     /// Bytes of copies still held by somebody (queued, or waiting for an acknowledgement).
     pub(crate) fn lent_bytes(&self) -> usize {
-        self.0.lock().lent
+        self.0.lent.load(Ordering::Relaxed)
     }
 }
 
 struct Pooled {
     buf: Vec<u8>,
     /// Weak: buffers still in flight when the endpoint closes are simply freed.
-    home: Weak<Mutex<Spare>>,
+    home: Weak<Shared>,
 }
 
 impl AsRef<[u8]> for Pooled {
@@ -115,8 +122,8 @@ impl Drop for Pooled {
         };
         let cap = self.buf.capacity();
         let Some(c) = class_of(cap) else { return };
-        let mut s = home.lock();
-        s.lent -= cap;
+        home.lent.fetch_sub(cap, Ordering::Relaxed);
+        let mut s = home.spare.lock();
         if s.bytes + cap <= SPARE_BYTES {
             let mut v = std::mem::take(&mut self.buf);
             v.clear();
