@@ -48,6 +48,9 @@ pub(crate) struct RecvRing {
     busy: bool,
     /// The last `recv` was a `recvmmsg`.
     batched: bool,
+    /// The last `recv` was a single read that found a datagram: a second one in a row means
+    /// datagrams are queueing (ACKs that came in while we sent), and the next read batches.
+    found_one: bool,
     /// The socket coalesces runs of datagrams (UDP_GRO is on): every read must take the
     /// control message that says how to cut them apart.
     gro: bool,
@@ -82,7 +85,8 @@ impl RecvRing {
     /// its headers built each time (and the kernel copies them in), and after a lone datagram
     /// it would ask the kernel again only to hear "empty". `recvfrom` is the cheapest way to
     /// hear that: no message header or iovec to copy in. Bulk traffic (several datagrams at
-    /// once, or large ones) is read with `recvmmsg`. Under GRO a single read is a `recvmsg`
+    /// once, large ones, or two single reads in a row that each found one) is read with
+    /// `recvmmsg`. Under GRO a single read is a `recvmsg`
     /// with room for the control message, without which a run could not be cut.
     pub(crate) fn recv(&mut self, sock: &UdpSocket) -> Result<usize, Errno> {
         self.datagrams.clear();
@@ -95,11 +99,13 @@ impl RecvRing {
             self.recv_one(sock)
         };
         self.messages = *r.as_ref().unwrap_or(&0);
+        let single = !self.batched && r.is_ok();
         self.busy = match r {
-            Ok(1) => self.meta[0].0 >= BULK,
+            Ok(1) => self.meta[0].0 >= BULK || (single && self.found_one),
             Ok(n) => n > 1,
             Err(_) => false,
         };
+        self.found_one = single;
         r.map(|_| self.datagrams.len())
     }
 
@@ -344,19 +350,51 @@ mod tests {
                 Err(e) => panic!("{e}"),
             }
         };
-        for len in [100, 100, BULK, 100] {
+        for len in [100, BULK, 100, 100] {
             tx.send_to(&vec![1u8; len], rx.local_addr().unwrap())
                 .unwrap();
         }
-        // Small datagrams are read one at a time: one more is still queued.
+        // A small datagram is read alone: more may be queued, or not.
         assert_eq!(read(&mut ring), 1);
         assert!(ring.drained() && !ring.known_empty());
-        assert_eq!(read(&mut ring), 1);
-        assert!(!ring.known_empty());
         // A bulk datagram makes the next read a batch, which takes the rest and comes up short.
         assert_eq!(read(&mut ring), 1);
         assert!(!ring.known_empty());
-        assert_eq!(read(&mut ring), 1);
+        assert_eq!(read(&mut ring), 2);
         assert!(ring.known_empty());
+    }
+
+    /// ACKs that queued while we were sending are drained by one batch read, not one system
+    /// call each; a ping-pong, where a read that finds nothing comes between two datagrams,
+    /// stays on single reads.
+    #[test]
+    fn a_second_datagram_in_a_row_makes_the_next_read_a_batch() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = rx.local_addr().unwrap();
+        let mut ring = RecvRing::new();
+        for _ in 0..3 {
+            tx.send_to(&[7u8; 28], to).unwrap();
+            assert_eq!(ring.recv(&rx), Ok(1));
+            assert!(!ring.batched);
+            assert_eq!(ring.recv(&rx), Err(Errno::EAGAIN));
+        }
+        for i in 0..8u8 {
+            tx.send_to(&[i; 28], to).unwrap();
+        }
+        assert_eq!(ring.recv(&rx), Ok(1));
+        assert_eq!(ring.recv(&rx), Ok(1));
+        assert!(!ring.batched);
+        assert_eq!(ring.recv(&rx), Ok(6));
+        assert!(ring.batched && ring.known_empty());
+        for i in 0..6 {
+            assert_eq!(ring.get(i).0, &[i as u8 + 2; 28]);
+        }
+        // The batch came up short: one more batch read finds nothing, then single reads.
+        assert_eq!(ring.recv(&rx), Err(Errno::EAGAIN));
+        tx.send_to(&[9u8; 28], to).unwrap();
+        assert_eq!(ring.recv(&rx), Ok(1));
+        assert!(!ring.batched);
     }
 }
