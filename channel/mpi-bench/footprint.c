@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
     memset(a2a_s, 1, (size_t)nranks * A2A_SIZE);
     memset(a2a_r, 1, (size_t)nranks * A2A_SIZE);
     MPI_Barrier(MPI_COMM_WORLD);
-    long s[NFIELDS + 1];
+    long s[NFIELDS];
     s[0] = proc_kb("/proc/self/status", "VmRSS");
     s[3] = proc_kb("/proc/self/smaps_rollup", "Anonymous");
 
@@ -157,6 +157,8 @@ int main(int argc, char **argv) {
     s[2] = proc_kb("/proc/self/status", "VmHWM");
     s[4] = proc_kb("/proc/self/smaps_rollup", "Anonymous");
     s[5] = proc_kb("/proc/self/smaps_rollup", "Pss");
+    for (int i = 0; i < NFIELDS; i++)
+        if (s[i] < 0) fail("cannot read /proc/self/status or /proc/self/smaps_rollup (Linux 4.14+)", i, 0, 0);
 
     long *all = rank == 0 ? malloc(sizeof(long) * NFIELDS * nranks) : NULL;
     MPI_Gather(s, NFIELDS, MPI_LONG, all, NFIELDS, MPI_LONG, 0, MPI_COMM_WORLD);

@@ -362,6 +362,16 @@ mod tests {
         assert!(!ring.known_empty());
         assert_eq!(read(&mut ring), 2);
         assert!(ring.known_empty());
+        // A bulk datagram alone is enough: more are probably queued behind it.
+        let mut ring = RecvRing::new();
+        for len in [BULK, 100, 100] {
+            tx.send_to(&vec![1u8; len], rx.local_addr().unwrap())
+                .unwrap();
+        }
+        assert_eq!(read(&mut ring), 1);
+        assert!(!ring.batched);
+        assert_eq!(read(&mut ring), 2);
+        assert!(ring.batched && ring.known_empty());
     }
 
     /// ACKs that queued while we were sending are drained by one batch read, not one system
@@ -379,6 +389,8 @@ mod tests {
             assert_eq!(ring.recv(&rx), Ok(1));
             assert!(!ring.batched);
             assert_eq!(ring.recv(&rx), Err(Errno::EAGAIN));
+            // The read that found nothing was a single one, and it ends the run.
+            assert!(!ring.batched);
         }
         for i in 0..8u8 {
             tx.send_to(&[i; 28], to).unwrap();
