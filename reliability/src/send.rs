@@ -871,9 +871,9 @@ impl Sender {
             // and that ACK was lost. (Had it come before this report, even after the resend
             // left, this side was late, not the ACK lost.) The peer kept up and the network
             // held nothing back. Learning a lag or a reordering window from it would feed on
-            // itself: each lost ACK would lengthen the next timeout by the last one. The peer keeping up also
-            // outweighs a lag learnt earlier. (Timing cannot tell this from a peer that
-            // computed and woke just after the resend; only the peer knows.) With fast
+            // itself: each lost ACK would lengthen the next timeout by the last one. The peer
+            // keeping up also outweighs a lag learnt earlier. (Timing cannot tell this from a
+            // peer that computed and woke just after the resend; only the peer knows.) With fast
             // retransmissions alone it is different: the ACKs that overtook the original would
             // have covered it, so the copy came first and the original was held back.
             stats.lost_acks += 1;

@@ -86,8 +86,8 @@ impl RecvRing {
     /// it would ask the kernel again only to hear "empty". `recvfrom` is the cheapest way to
     /// hear that: no message header or iovec to copy in. Bulk traffic (several datagrams at
     /// once, large ones, or two single reads in a row that each found one) is read with
-    /// `recvmmsg`. Under GRO a single read is a `recvmsg`
-    /// with room for the control message, without which a run could not be cut.
+    /// `recvmmsg`. Under GRO a single read is a `recvmsg` with room for the control message,
+    /// without which a run could not be cut.
     pub(crate) fn recv(&mut self, sock: &UdpSocket) -> Result<usize, Errno> {
         self.datagrams.clear();
         self.batched = self.busy;
