@@ -395,6 +395,8 @@ fn faults_lose_corrupt_and_duplicate_nothing() {
         sa.dropped_checksum + sb.dropped_checksum + sa.dropped_control + sb.dropped_control > 0
     );
     assert!(sa.duplicates + sb.duplicates > 0, "{sa:?} {sb:?}");
+    // The fault layer hooks the shared socket: nothing may bypass it.
+    assert_eq!((sa.connected_peers, sb.connected_peers), (0, 0));
     eprintln!("a: {sa:?}\n   {fa:?}\nb: {sb:?}\n   {fb:?}");
 }
 
@@ -543,8 +545,32 @@ fn a_receive_too_small_is_a_length_error_and_the_stream_goes_on() {
 
 #[test]
 fn two_senders_to_one_queue_pair() {
+    let r = two_senders_to(&QpConfig::default());
+    // Each peer's datagrams (here ACKs) left from a socket connected to it.
+    assert_eq!(r.connected_peers, 2, "{r:?}");
+}
+
+#[test]
+fn peers_past_the_connected_socket_cap_share_the_queue_pairs_socket() {
+    let r = two_senders_to(&QpConfig {
+        connected_peers: 1,
+        ..QpConfig::default()
+    });
+    assert_eq!(r.connected_peers, 1, "{r:?}");
+    let r = two_senders_to(&QpConfig {
+        connected_peers: 0,
+        ..QpConfig::default()
+    });
+    assert_eq!(r.connected_peers, 0, "{r:?}");
+}
+
+/// Two queue pairs with default settings send 300 messages each to one configured by `rc`,
+/// which checks every byte and that each message names its sender by the address of the
+/// sender's queue pair, whatever socket its datagrams left from. Returns the receiver's
+/// counters.
+fn two_senders_to(rc: &QpConfig) -> RdStats {
     let c = QpConfig::default();
-    let (mut a, mut b, mut r) = (rd(&c), rd(&c), rd(&c));
+    let (mut a, mut b, mut r) = (rd(&c), rd(&c), rd(rc));
     let to_r = ah_of(&r);
     let n = 300u64;
     let size = |seq: u64| mixed_size(seq * 3);
@@ -594,7 +620,12 @@ fn two_senders_to_one_queue_pair() {
         }
         assert!(start.elapsed() < DEADLINE, "stuck at {got_from:?}");
     }
-    assert_eq!(r.rd_stats().unwrap().peers, 2);
+    for qp in [&a, &b] {
+        assert_eq!(qp.rd_stats().unwrap().connected_peers, 1);
+    }
+    let s = r.rd_stats().unwrap();
+    assert_eq!((s.peers, s.send_errors), (2, 0), "{s:?}");
+    s
 }
 
 /// Sends `n` messages to a side with no receive posted and checks that nothing completes

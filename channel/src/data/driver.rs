@@ -42,6 +42,7 @@ impl DataPath {
             max_send_wr: 4 * BACKLOG_MAX,
             max_recv_wr: 1,
             crc: config.crc,
+            connected_peers: config.connected_peers,
             ..QpConfig::default()
         };
         qc.rd.idle_timeout = config.peer_timeout;

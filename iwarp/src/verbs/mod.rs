@@ -107,6 +107,11 @@ pub struct QpConfig {
     /// unfragmented (its MTU less the IP and UDP headers), whatever `rd.max_datagram_size`
     /// allows. Off: `rd.max_datagram_size` as given, IP fragments if the link needs them.
     pub fit_mtu: bool,
+    /// RD only: how many peers get a socket of their own, connected to them, for what the
+    /// queue pair sends them (the kernel then keeps their route instead of looking it up per
+    /// datagram); later peers share the queue pair's socket. 0: every peer shares it. Not
+    /// used with faults on, which hook the shared socket.
+    pub connected_peers: usize,
 }
 
 /// The largest [`QpConfig::max_ulpdu`]: an MPA ULPDU is at most 65535 bytes, 18 of which are the
@@ -128,6 +133,7 @@ impl Default for QpConfig {
             faults: None,
             rd: RdConfig::default(),
             fit_mtu: true,
+            connected_peers: 64,
         }
     }
 }

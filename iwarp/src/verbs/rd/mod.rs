@@ -11,6 +11,7 @@
 //! Everything runs inside `post_send` and `poll_cq`: the clock is read once per call, engine
 //! timers run when due, and [`RdPath::next_deadline`] tells a timer thread when to poll.
 
+mod conn;
 mod hello;
 mod peers;
 mod pool;
@@ -118,6 +119,10 @@ pub(crate) struct RdPath {
     events_deferred: bool,
     /// The queue pair's own counters, plus those of closed sessions.
     stats: RdStats,
+    /// Peers that may still get a connected send socket ([`conn`]).
+    connect_left: usize,
+    /// `SO_SNDBUF` of the shared socket, given to the connected ones.
+    send_buffer: usize,
 }
 
 impl RdPath {
@@ -144,7 +149,14 @@ impl RdPath {
         let charge = (2 * rd.max_datagram_size).max(rd.max_datagram_size + 4096);
         let budget = (granted / charge).max(1);
         endpoint.set_recv_budget(u32::try_from(budget).unwrap_or(u32::MAX));
+        let send_buffer = SockRef::from(&socket).send_buffer_size()?;
         let sock = DatagramSocket::new(socket, config.faults.as_ref())?;
+        // The fault layer hooks the shared socket only.
+        let connect_left = if sock.faulty() {
+            0
+        } else {
+            config.connected_peers
+        };
         let mut ring = Box::new(RecvRing::new());
         if rd.max_datagram_size <= GRO_MAX_DATAGRAM {
             ring.enable_gro(sock.socket());
@@ -176,6 +188,8 @@ impl RdPath {
             next_msn: 1,
             events_deferred: false,
             stats: RdStats::default(),
+            connect_left,
+            send_buffer,
         })
     }
 
@@ -666,6 +680,7 @@ impl RdPath {
                 if let Some(p) = self.by_id.get(&id).and_then(|a| self.peers.get(a)) {
                     self.tx.push(TxItem {
                         dst: p.dst,
+                        via: p.via.clone(),
                         header,
                         t,
                     });
@@ -685,6 +700,9 @@ impl RdPath {
     /// The queue pair failed: every outstanding request completes with `FlushError`.
     pub(crate) fn flush(&mut self, q: &mut WorkQueues) {
         for (_, mut p) in self.peers.drain() {
+            if p.via.take().is_some() {
+                self.connect_left += 1;
+            }
             for f in p.inflight.drain(..) {
                 q.send_failed(f.wr_id, f.len, WcStatus::FlushError);
             }
@@ -739,6 +757,7 @@ impl RdPath {
             s.srtt = s.srtt.max(session.rtt().srtt);
         }
         s.peers = self.peers.len();
+        s.connected_peers = self.peers.values().filter(|p| p.via.is_some()).count();
         s.gso_sends = self.tx.gso_sends;
         s.gro_runs = self.ring.as_ref().map_or(0, |r| r.gro_runs);
         s.max_datagram_size = self.config.max_datagram_size;

@@ -2,13 +2,15 @@
 //! what becomes of their work when a session ends.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use nix::sys::socket::SockaddrStorage;
 use reliability::{MsgId, SendError, SessionIds};
 
+use super::conn;
 use super::hello::{Hello, HelloKind};
 use super::rx::PeerRx;
 use super::RdPath;
@@ -108,6 +110,9 @@ pub(super) struct Peer {
     pub(super) waiting: VecDeque<OutMsg>,
     pub(super) inflight: VecDeque<Inflight>,
     pub(super) rx: PeerRx,
+    /// The socket connected to the peer that its datagrams leave from, once its session is
+    /// open and if one was to be had ([`super::conn`]).
+    pub(super) via: Option<Arc<UdpSocket>>,
 }
 
 impl RdPath {
@@ -145,6 +150,7 @@ impl RdPath {
                 waiting: VecDeque::new(),
                 inflight: VecDeque::new(),
                 rx: PeerRx::new(MsgId(self.config.initial_seq)),
+                via: None,
             },
         );
     }
@@ -200,6 +206,12 @@ impl RdPath {
             now,
             checksum,
         );
+        if p.via.is_none() && self.connect_left > 0 {
+            p.via = conn::connect(self.local, addr, self.send_buffer);
+            if p.via.is_some() {
+                self.connect_left -= 1;
+            }
+        }
         if !p.waiting.is_empty() {
             self.retry.push(addr);
         }
@@ -212,6 +224,9 @@ impl RdPath {
         let Some(p) = self.peers.get_mut(&addr) else {
             return;
         };
+        if p.via.take().is_some() {
+            self.connect_left += 1;
+        }
         if p.remote.take().is_some() {
             if let Some(s) = self.endpoint.remove(p.local_id) {
                 self.stats.add_session(s.stats());

@@ -48,6 +48,9 @@ pub struct RdStats {
     pub srtt: Option<Duration>,
     /// Peers known (handshaking or established).
     pub peers: usize,
+    /// Of those, the ones whose datagrams leave from a socket connected to them (each costs
+    /// the kernel a socket and this process a descriptor).
+    pub connected_peers: usize,
     /// HELLO and HELLO-ACK datagrams sent.
     pub control_sent: u64,
     /// HELLO and HELLO-ACK datagrams accepted.

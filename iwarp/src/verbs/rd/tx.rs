@@ -6,7 +6,9 @@
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::os::fd::RawFd;
+use std::net::UdpSocket;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 
 use nix::errno::Errno;
 use nix::sys::socket::{
@@ -37,6 +39,9 @@ const JOIN_MAX: usize = 2048;
 
 pub(crate) struct TxItem {
     pub(crate) dst: SockaddrStorage,
+    /// The peer's connected socket, if it has one: the datagram leaves from it, naming no
+    /// address.
+    pub(crate) via: Option<Arc<UdpSocket>>,
     pub(crate) header: [u8; MAX_HEADER_LEN],
     pub(crate) t: GatherTransmit,
 }
@@ -49,6 +54,23 @@ impl TxItem {
             IoSlice::new(&self.t.payload_tail),
             IoSlice::new(self.t.trailer.as_ref().map_or(&[][..], |t| &t[..])),
         ]
+    }
+
+    /// The socket the datagram leaves from, and the address the send names.
+    fn route(&self, shared: RawFd) -> (RawFd, Option<&SockaddrStorage>) {
+        match &self.via {
+            Some(s) => (s.as_raw_fd(), None),
+            None => (shared, Some(&self.dst)),
+        }
+    }
+
+    /// Whether `self` and `other` leave from the same socket, so one call can send both.
+    fn same_route(&self, other: &TxItem) -> bool {
+        match (&self.via, &other.via) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 }
 
@@ -114,7 +136,8 @@ impl TxQueue {
                 if it.t.size() <= JOIN_MAX {
                     Self::send_joined(sock, it, &mut self.joined)
                 } else {
-                    sock.send(&it.iov(), &it.dst).map(|_| 1)
+                    let (fd, dst) = it.route(sock.fd());
+                    io::send_gather(fd, &it.iov(), dst).map(|_| 1)
                 }
             } else if let Some(run) = self.gso_run() {
                 match self.send_gso(sock.fd(), run) {
@@ -174,6 +197,7 @@ impl TxQueue {
             let size = it.t.size();
             if n == GSO_MAX_SEGMENTS
                 || it.dst != first.dst
+                || !it.same_route(first)
                 || size > seg
                 || total + size > GSO_MAX_BYTES
             {
@@ -199,7 +223,8 @@ impl TxQueue {
             .collect();
         let cmsgs = [ControlMessage::UdpGsoSegments(&seg)];
         let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
-        sendmsg(fd, &iov, &cmsgs, flags, Some(&self.items[0].dst))?;
+        let (fd, dst) = self.items[0].route(fd);
+        sendmsg(fd, &iov, &cmsgs, flags, dst)?;
         self.gso_sends += 1;
         Ok(n)
     }
@@ -209,29 +234,40 @@ impl TxQueue {
         for piece in it.iov() {
             buf.extend_from_slice(&piece);
         }
-        let Some(dst) = io::to_std(&it.dst) else {
-            return Err(Errno::EAFNOSUPPORT);
+        let sent = match &it.via {
+            Some(s) => s.send(buf),
+            None => {
+                let Some(dst) = io::to_std(&it.dst) else {
+                    return Err(Errno::EAFNOSUPPORT);
+                };
+                sock.socket().send_to(buf, dst)
+            }
         };
-        sock.socket()
-            .send_to(buf, dst)
-            .map(|_| 1)
+        sent.map(|_| 1)
             .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)))
     }
 
-    /// Datagrams for one `sendmmsg`: up to the next run that can go as one GSO send, so that
-    /// an ACK or a short datagram in front of a run does not take the run into single sends.
+    /// Datagrams for one `sendmmsg`: those leaving from the same socket, up to the next run
+    /// that can go as one GSO send, so that an ACK or a short datagram in front of a run does
+    /// not take the run into single sends.
     fn batch_len(&self) -> usize {
         let most = self.items.len().min(TX_BATCH);
+        let first = &self.items[0];
         (1..most)
-            .find(|&i| self.gso_run_at(i).is_some())
+            .find(|&i| !self.items[i].same_route(first) || self.gso_run_at(i).is_some())
             .unwrap_or(most)
     }
 
     fn send_batch(&self, fd: RawFd) -> Result<usize, Errno> {
         let n = self.batch_len();
         let iovs: Vec<[IoSlice<'_>; 4]> = self.items.iter().take(n).map(TxItem::iov).collect();
-        let addrs: Vec<Option<SockaddrStorage>> =
-            self.items.iter().take(n).map(|it| Some(it.dst)).collect();
+        let (fd, _) = self.items[0].route(fd);
+        let addrs: Vec<Option<SockaddrStorage>> = self
+            .items
+            .iter()
+            .take(n)
+            .map(|it| it.route(fd).1.copied())
+            .collect();
         let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(n, None);
         let cmsgs: [ControlMessage<'_>; 0] = [];
         let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
@@ -254,6 +290,7 @@ mod tests {
         let addr: SocketAddr = format!("127.0.0.1:{to}").parse().unwrap();
         TxItem {
             dst: SockaddrStorage::from(addr),
+            via: None,
             header: [0; MAX_HEADER_LEN],
             t: GatherTransmit {
                 header_len: 20,
@@ -348,6 +385,7 @@ mod tests {
             want.push(d);
             q.push(TxItem {
                 dst,
+                via: None,
                 header,
                 t: GatherTransmit {
                     header_len,
@@ -368,6 +406,65 @@ mod tests {
         for (k, w) in want.iter().enumerate() {
             let n = rx.recv(&mut buf).unwrap();
             assert_eq!(&buf[..n], &w[..], "datagram {k}");
+        }
+    }
+
+    /// Datagrams to a peer with a connected socket leave from it, the others from the shared
+    /// socket, in queue order, whichever way they are sent (batches, GSO runs, lone ones).
+    #[test]
+    fn datagrams_leave_from_their_peers_connected_socket() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let shared = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let shared_addr = shared.local_addr().unwrap();
+        let via = super::super::conn::connect(shared_addr, rx.local_addr().unwrap(), 1 << 20)
+            .expect("connected socket");
+        let via_addr = via.local_addr().unwrap();
+        let mut sock = DatagramSocket::new(shared, None).unwrap();
+        let dst = SockaddrStorage::from(rx.local_addr().unwrap());
+        let mut want = Vec::new();
+        let mut push = |q: &mut TxQueue, connected: bool, size: usize| {
+            let k = want.len();
+            let mut it = item(0, size);
+            it.dst = dst;
+            it.via = connected.then(|| Arc::clone(&via));
+            it.header[0] = k as u8;
+            want.push((
+                k as u8,
+                size,
+                if connected { via_addr } else { shared_addr },
+            ));
+            q.push(it);
+        };
+        let mut q = TxQueue::default();
+        for (connected, size) in [
+            (false, 40),
+            (true, 40),
+            (true, 60),
+            (false, 40),
+            (true, 3000),
+        ] {
+            push(&mut q, connected, size);
+        }
+        push(&mut q, true, 3000);
+        push(&mut q, true, 100);
+        // The batch stops where the socket changes.
+        assert_eq!(q.batch_len(), 1);
+        q.drain_front(0);
+        let mut errors = 0;
+        assert!(q.flush(&mut sock, &mut errors));
+        assert_eq!((errors, q.gso_sends), (0, 1));
+        // Lone datagrams: joined (small) and gathered (large).
+        push(&mut q, true, 50);
+        assert!(q.flush(&mut sock, &mut errors));
+        push(&mut q, true, 4000);
+        assert!(q.flush(&mut sock, &mut errors));
+        assert_eq!(errors, 0);
+        let mut buf = [0u8; 8192];
+        for &(k, size, from) in &want {
+            let (n, src) = rx.recv_from(&mut buf).unwrap();
+            assert_eq!((buf[0], n, src), (k, size, from), "datagram {k}");
         }
     }
 }
