@@ -548,6 +548,7 @@ fn two_senders_to_one_queue_pair() {
     let r = two_senders_to(&QpConfig::default());
     // Each peer's datagrams (here ACKs) left from a socket connected to it.
     assert_eq!(r.connected_peers, 2, "{r:?}");
+    assert!(r.connected_sends > 0, "{r:?}");
 }
 
 #[test]
@@ -562,6 +563,7 @@ fn peers_past_the_connected_socket_cap_share_the_queue_pairs_socket() {
         ..QpConfig::default()
     });
     assert_eq!(r.connected_peers, 0, "{r:?}");
+    assert_eq!(r.connected_sends, 0, "{r:?}");
 }
 
 /// Two queue pairs with default settings send 300 messages each to one configured by `rc`,
@@ -621,7 +623,10 @@ fn two_senders_to(rc: &QpConfig) -> RdStats {
         assert!(start.elapsed() < DEADLINE, "stuck at {got_from:?}");
     }
     for qp in [&a, &b] {
-        assert_eq!(qp.rd_stats().unwrap().connected_peers, 1);
+        let s = qp.rd_stats().unwrap();
+        assert_eq!(s.connected_peers, 1);
+        // Their data left from it.
+        assert!(s.connected_sends >= n, "{s:?}");
     }
     let s = r.rd_stats().unwrap();
     assert_eq!((s.peers, s.send_errors), (2, 0), "{s:?}");

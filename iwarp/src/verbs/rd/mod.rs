@@ -759,6 +759,7 @@ impl RdPath {
         s.peers = self.peers.len();
         s.connected_peers = self.peers.values().filter(|p| p.via.is_some()).count();
         s.gso_sends = self.tx.gso_sends;
+        s.connected_sends = self.tx.via_sends;
         s.gro_runs = self.ring.as_ref().map_or(0, |r| r.gro_runs);
         s.max_datagram_size = self.config.max_datagram_size;
         s

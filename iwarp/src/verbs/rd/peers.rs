@@ -2,7 +2,7 @@
 //! what becomes of their work when a session ends.
 
 use std::collections::VecDeque;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use bytes::Bytes;
 use nix::sys::socket::SockaddrStorage;
 use reliability::{MsgId, SendError, SessionIds};
 
-use super::conn;
+use super::conn::{self, PeerSocket};
 use super::hello::{Hello, HelloKind};
 use super::rx::PeerRx;
 use super::RdPath;
@@ -112,7 +112,7 @@ pub(super) struct Peer {
     pub(super) rx: PeerRx,
     /// The socket connected to the peer that its datagrams leave from, once its session is
     /// open and if one was to be had ([`super::conn`]).
-    pub(super) via: Option<Arc<UdpSocket>>,
+    pub(super) via: Option<Arc<PeerSocket>>,
 }
 
 impl RdPath {
@@ -207,7 +207,7 @@ impl RdPath {
             checksum,
         );
         if p.via.is_none() && self.connect_left > 0 {
-            p.via = conn::connect(self.local, addr, self.send_buffer);
+            p.via = conn::connect(&conn::PROCESS, self.local, addr, self.send_buffer);
             if p.via.is_some() {
                 self.connect_left -= 1;
             }

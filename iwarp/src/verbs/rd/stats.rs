@@ -72,6 +72,8 @@ pub struct RdStats {
     pub protocol_errors: u64,
     /// Datagrams the kernel refused other than for a full buffer.
     pub send_errors: u64,
+    /// Datagrams that left from a peer's connected socket.
+    pub connected_sends: u64,
     /// Runs of datagrams to one peer handed to the kernel in one call (UDP GSO).
     pub gso_sends: u64,
     /// Reads that took a run of datagrams the kernel coalesced (UDP GRO).

@@ -6,7 +6,6 @@
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
@@ -19,6 +18,7 @@ use reliability::GatherTransmit;
 
 use super::super::dgram::DatagramSocket;
 use super::super::io;
+use super::conn::PeerSocket;
 
 /// Datagrams per `sendmmsg`.
 const TX_BATCH: usize = 16;
@@ -41,7 +41,7 @@ pub(crate) struct TxItem {
     pub(crate) dst: SockaddrStorage,
     /// The peer's connected socket, if it has one: the datagram leaves from it, naming no
     /// address.
-    pub(crate) via: Option<Arc<UdpSocket>>,
+    pub(crate) via: Option<Arc<PeerSocket>>,
     pub(crate) header: [u8; MAX_HEADER_LEN],
     pub(crate) t: GatherTransmit,
 }
@@ -87,6 +87,8 @@ pub(crate) struct TxQueue {
     gso: bool,
     /// GSO sends the kernel took.
     pub(crate) gso_sends: u64,
+    /// Datagrams that left from a peer's connected socket.
+    pub(crate) via_sends: u64,
 }
 
 impl Default for TxQueue {
@@ -97,6 +99,7 @@ impl Default for TxQueue {
             joined: Vec::new(),
             gso: true,
             gso_sends: 0,
+            via_sends: 0,
         }
     }
 }
@@ -127,7 +130,9 @@ impl TxQueue {
     /// kernel refuses for another reason is dropped and counted in `errors`: to the engine it
     /// is a loss like any other.
     pub(crate) fn flush(&mut self, sock: &mut DatagramSocket, errors: &mut u64) -> bool {
+        let mut retried = false;
         while !self.items.is_empty() {
+            let mut run = None;
             let r = if sock.faulty() {
                 let it = &self.items[0];
                 sock.send(&it.iov(), &it.dst).map(|_| 1)
@@ -139,43 +144,68 @@ impl TxQueue {
                     let (fd, dst) = it.route(sock.fd());
                     io::send_gather(fd, &it.iov(), dst).map(|_| 1)
                 }
-            } else if let Some(run) = self.gso_run() {
-                match self.send_gso(sock.fd(), run) {
+            } else if let Some(n) = self.gso_run() {
+                run = Some(n);
+                self.send_gso(sock.fd(), n)
+            } else {
+                self.send_batch(sock.fd())
+            };
+            let r = match r {
+                Err(e) if !retried && self.items[0].via.is_some() && !Self::transient(e) => {
+                    // A connected socket answers its next send with the ICMP error an earlier
+                    // datagram drew (port unreachable, fragmentation needed), and that send
+                    // did not go: try it once more before judging it by the error.
+                    retried = true;
+                    continue;
+                }
+                Ok(n) => {
+                    self.via_sends += self
+                        .items
+                        .iter()
+                        .take(n)
+                        .filter(|it| it.via.is_some())
+                        .count() as u64;
+                    Ok(n)
+                }
+                r => r,
+            };
+            retried = false;
+            match (r, run) {
+                (Ok(n), _) => self.drain_front(n),
+                (
                     Err(
                         Errno::EINVAL
                         | Errno::EIO
                         | Errno::EMSGSIZE
                         | Errno::EOPNOTSUPP
                         | Errno::ENOPROTOOPT,
-                    ) => {
-                        // The kernel or the device cannot send runs (or not this long a
-                        // segment): datagrams go one by one from now on.
-                        self.gso = false;
-                        continue;
-                    }
-                    Err(e) if !matches!(e, Errno::EINTR | Errno::EAGAIN | Errno::ENOBUFS) => {
-                        // Refused for its destination, or dropped on the way out (a netfilter
-                        // drop is EPERM): to the engine the run is lost, as a datagram would be.
-                        *errors += run as u64;
-                        self.drain_front(run);
-                        continue;
-                    }
-                    r => r,
+                    ),
+                    Some(_),
+                ) => {
+                    // The kernel or the device cannot send runs (or not this long a
+                    // segment): datagrams go one by one from now on.
+                    self.gso = false;
                 }
-            } else {
-                self.send_batch(sock.fd())
-            };
-            match r {
-                Ok(n) => self.drain_front(n),
-                Err(Errno::EINTR) => {}
-                Err(Errno::EAGAIN | Errno::ENOBUFS) => return false,
-                Err(_) => {
-                    *errors += 1;
-                    self.drain_front(1);
+                (Err(e), _) if Self::transient(e) => {
+                    if e != Errno::EINTR {
+                        return false;
+                    }
+                }
+                (Err(_), run) => {
+                    // Refused for its destination, or dropped on the way out (a netfilter
+                    // drop is EPERM): to the engine the datagrams are lost, as on the wire.
+                    let n = run.unwrap_or(1);
+                    *errors += n as u64;
+                    self.drain_front(n);
                 }
             }
         }
         true
+    }
+
+    /// Errors that say "not now" (the socket is full, a signal came), not "never".
+    fn transient(e: Errno) -> bool {
+        matches!(e, Errno::EINTR | Errno::EAGAIN | Errno::ENOBUFS)
     }
 
     /// How many datagrams at the front can leave as one GSO send: two or more to the same
@@ -418,8 +448,13 @@ mod tests {
             .unwrap();
         let shared = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let shared_addr = shared.local_addr().unwrap();
-        let via = super::super::conn::connect(shared_addr, rx.local_addr().unwrap(), 1 << 20)
-            .expect("connected socket");
+        let via = super::super::conn::connect(
+            &super::super::conn::PROCESS,
+            shared_addr,
+            rx.local_addr().unwrap(),
+            1 << 20,
+        )
+        .expect("connected socket");
         let via_addr = via.local_addr().unwrap();
         let mut sock = DatagramSocket::new(shared, None).unwrap();
         let dst = SockaddrStorage::from(rx.local_addr().unwrap());
@@ -451,7 +486,6 @@ mod tests {
         push(&mut q, true, 100);
         // The batch stops where the socket changes.
         assert_eq!(q.batch_len(), 1);
-        q.drain_front(0);
         let mut errors = 0;
         assert!(q.flush(&mut sock, &mut errors));
         assert_eq!((errors, q.gso_sends), (0, 1));
@@ -461,10 +495,42 @@ mod tests {
         push(&mut q, true, 4000);
         assert!(q.flush(&mut sock, &mut errors));
         assert_eq!(errors, 0);
+        assert_eq!(q.via_sends, 7);
         let mut buf = [0u8; 8192];
         for &(k, size, from) in &want {
             let (n, src) = rx.recv_from(&mut buf).unwrap();
             assert_eq!((buf[0], n, src), (k, size, from), "datagram {k}");
         }
+    }
+
+    /// A connected socket answers the send after an ICMP error with that error, and that
+    /// send does not go: it is tried again rather than lost.
+    #[test]
+    fn an_earlier_icmp_error_costs_no_datagram() {
+        let port = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let shared = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let local = shared.local_addr().unwrap();
+        let via = super::super::conn::connect(&super::super::conn::PROCESS, local, port, 1 << 20)
+            .expect("connected socket");
+        // Nobody listens yet: the port-unreachable answer becomes the socket's pending error.
+        via.send(b"x").unwrap();
+        let rx = std::net::UdpSocket::bind(port).unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut sock = DatagramSocket::new(shared, None).unwrap();
+        let mut q = TxQueue::default();
+        let mut it = item(port.port(), 64);
+        it.via = Some(via);
+        it.header[0] = 42;
+        q.push(it);
+        let mut errors = 0;
+        assert!(q.flush(&mut sock, &mut errors));
+        assert_eq!((errors, q.via_sends), (0, 1));
+        let mut buf = [0u8; 128];
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!((n, buf[0]), (64, 42));
     }
 }
