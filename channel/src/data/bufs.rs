@@ -37,6 +37,8 @@ struct Shared {
     /// Capacity of the buffers made into bytes and not yet back: read by every send, so
     /// outside the lock.
     lent: AtomicUsize,
+    /// Bytes in use in those buffers (the queue pair counts these as its own).
+    lent_len: AtomicUsize,
 }
 
 /// The endpoint's spare send buffers.
@@ -86,6 +88,7 @@ impl SendBufs {
             return Bytes::from(v);
         }
         self.0.lent.fetch_add(v.capacity(), Ordering::Relaxed);
+        self.0.lent_len.fetch_add(v.len(), Ordering::Relaxed);
         Bytes::from_owner(Pooled {
             buf: v,
             home: Arc::downgrade(&self.0),
@@ -100,6 +103,15 @@ impl SendBufs {
     /// Bytes of copies still held by somebody (queued, or waiting for an acknowledgement).
     pub(crate) fn lent_bytes(&self) -> usize {
         self.0.lent.load(Ordering::Relaxed)
+    }
+
+    /// The unused part of the lent buffers, for the memory report: the queue pair counts the
+    /// bytes of a copy it holds, not the buffer around them (a 100-byte message may sit in a
+    /// reused 32 KiB one).
+    pub(crate) fn slack_bytes(&self) -> usize {
+        // Two loads, not one snapshot: a send on another thread may land between them.
+        self.lent_bytes()
+            .saturating_sub(self.0.lent_len.load(Ordering::Relaxed))
     }
 }
 
@@ -123,6 +135,7 @@ impl Drop for Pooled {
         let cap = self.buf.capacity();
         let Some(c) = class_of(cap) else { return };
         home.lent.fetch_sub(cap, Ordering::Relaxed);
+        home.lent_len.fetch_sub(self.buf.len(), Ordering::Relaxed);
         let mut s = home.spare.lock();
         if s.bytes + cap <= SPARE_BYTES {
             let mut v = std::mem::take(&mut self.buf);
@@ -147,13 +160,14 @@ mod tests {
         let b = bufs.freeze(v);
         assert_eq!(&b[..], &[7; 100][..]);
         assert_eq!(bufs.lent_bytes(), (32 << 10) + HEADROOM);
+        assert_eq!(bufs.slack_bytes(), (32 << 10) + HEADROOM - 100);
         let other = b.slice(10..20);
         drop(b);
         assert_eq!(bufs.spare_bytes(), 0, "a slice still holds it");
         assert_eq!(bufs.lent_bytes(), (32 << 10) + HEADROOM);
         drop(other);
         assert_eq!(bufs.spare_bytes(), (32 << 10) + HEADROOM);
-        assert_eq!(bufs.lent_bytes(), 0);
+        assert_eq!((bufs.lent_bytes(), bufs.slack_bytes()), (0, 0));
         // Any length of the same class gets it back, empty: a power of two and a header too.
         let again = bufs.take((32 << 10) + 100);
         assert_eq!((again.as_ptr(), again.len()), (ptr, 0));

@@ -269,7 +269,7 @@ impl DataPath {
                 + st.rndv.len() * std::mem::size_of::<RndvRecv>()
                 + st.backlog.len() * std::mem::size_of::<Outgoing>()
                 + st.stand_ins_bytes(),
-            send_buffers: st.bufs.spare_bytes(),
+            send_buffers: st.bufs.spare_bytes() + st.bufs.slack_bytes(),
         }
     }
 }

@@ -96,7 +96,8 @@ pub struct Memory {
     pub unexpected: usize,
     pub unexpected_peak: usize,
     pub pending: usize,
-    /// Spare buffers for copied sends.
+    /// Buffers for copied sends: the spare ones, and the unused part of those the queue pair
+    /// holds (it counts the bytes in use).
     pub send_buffers: usize,
 }
 
