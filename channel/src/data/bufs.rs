@@ -107,7 +107,9 @@ impl SendBufs {
 
     /// The unused part of the lent buffers, for the memory report: the queue pair counts the
     /// bytes of a copy it holds, not the buffer around them (a 100-byte message may sit in a
-    /// reused 32 KiB one).
+    /// reused 32 KiB one). One gap remains: a copy cut into several datagrams whose first ones
+    /// are acknowledged keeps its whole buffer until the last, and the acknowledged part is in
+    /// neither count (at most one eager message per peer).
     pub(crate) fn slack_bytes(&self) -> usize {
         // Two loads, not one snapshot: a send on another thread may land between them.
         self.lent_bytes()

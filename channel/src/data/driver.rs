@@ -268,6 +268,15 @@ impl DataPath {
             pending: st.sends.len() * std::mem::size_of::<PendingSend>()
                 + st.rndv.len() * std::mem::size_of::<RndvRecv>()
                 + st.backlog.len() * std::mem::size_of::<Outgoing>()
+                // Copies not yet posted: the queue pair does not hold them yet.
+                + st
+                    .backlog
+                    .iter()
+                    .map(|o| match o {
+                        Outgoing::Message { bytes, .. } => bytes.len(),
+                        Outgoing::Chunk { .. } => 0,
+                    })
+                    .sum::<usize>()
                 + st.stand_ins_bytes(),
             send_buffers: st.bufs.spare_bytes() + st.bufs.slack_bytes(),
         }

@@ -517,6 +517,18 @@ mod tests {
             .expect("connected socket");
         // Nobody listens yet: the port-unreachable answer becomes the socket's pending error.
         via.send(b"x").unwrap();
+        {
+            use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+            use std::os::fd::AsFd;
+            // Without the pending error this test would prove nothing.
+            let mut fds = [PollFd::new(via.as_fd(), PollFlags::empty())];
+            poll(&mut fds, PollTimeout::from(5000u16)).unwrap();
+            let revents = fds[0].revents().unwrap_or(PollFlags::empty());
+            assert!(
+                revents.contains(PollFlags::POLLERR),
+                "no ICMP error pending"
+            );
+        }
         let rx = std::net::UdpSocket::bind(port).unwrap();
         rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
             .unwrap();
