@@ -159,12 +159,10 @@ impl TxQueue {
                     continue;
                 }
                 Ok(n) => {
-                    self.via_sends += self
-                        .items
-                        .iter()
-                        .take(n)
-                        .filter(|it| it.via.is_some())
-                        .count() as u64;
+                    // One call never mixes sockets (batches and runs stop where they change).
+                    if self.items[0].via.is_some() {
+                        self.via_sends += n as u64;
+                    }
                     Ok(n)
                 }
                 r => r,
@@ -291,12 +289,13 @@ impl TxQueue {
     fn send_batch(&self, fd: RawFd) -> Result<usize, Errno> {
         let n = self.batch_len();
         let iovs: Vec<[IoSlice<'_>; 4]> = self.items.iter().take(n).map(TxItem::iov).collect();
-        let (fd, _) = self.items[0].route(fd);
+        let (fd, named) = self.items[0].route(fd);
+        let named = named.is_some();
         let addrs: Vec<Option<SockaddrStorage>> = self
             .items
             .iter()
             .take(n)
-            .map(|it| it.route(fd).1.copied())
+            .map(|it| named.then_some(it.dst))
             .collect();
         let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(n, None);
         let cmsgs: [ControlMessage<'_>; 0] = [];
@@ -331,6 +330,14 @@ mod tests {
                 retransmit: false,
             },
         }
+    }
+
+    /// A socket bound to `at` whose reads give up after 5 s instead of hanging a test.
+    fn receiver(at: SocketAddr) -> std::net::UdpSocket {
+        let rx = std::net::UdpSocket::bind(at).unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        rx
     }
 
     fn queue(items: &[(u16, usize)]) -> TxQueue {
@@ -387,9 +394,7 @@ mod tests {
     /// payload tail and trailer in place.
     #[test]
     fn a_gso_run_carries_every_piece_in_place() {
-        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .unwrap();
+        let rx = receiver("127.0.0.1:0".parse().unwrap());
         let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut sock = DatagramSocket::new(tx, None).unwrap();
         let dst = SockaddrStorage::from(rx.local_addr().unwrap());
@@ -443,9 +448,7 @@ mod tests {
     /// socket, in queue order, whichever way they are sent (batches, GSO runs, lone ones).
     #[test]
     fn datagrams_leave_from_their_peers_connected_socket() {
-        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .unwrap();
+        let rx = receiver("127.0.0.1:0".parse().unwrap());
         let shared = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let shared_addr = shared.local_addr().unwrap();
         let via = super::super::conn::connect(
@@ -529,9 +532,7 @@ mod tests {
                 "no ICMP error pending"
             );
         }
-        let rx = std::net::UdpSocket::bind(port).unwrap();
-        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .unwrap();
+        let rx = receiver(port);
         let mut sock = DatagramSocket::new(shared, None).unwrap();
         let mut q = TxQueue::default();
         let mut it = item(port.port(), 64);
