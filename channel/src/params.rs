@@ -29,6 +29,7 @@ pub const MEM_REPORT: &str = "mem_report";
 pub const CRC: &str = "crc";
 pub const DATAGRAM_SIZE: &str = "datagram_size";
 pub const CONNECTED_PEERS: &str = "connected_peers";
+pub const PUSH_SIZE: &str = "push_size";
 
 pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -86,6 +87,15 @@ pub const PARAMS: &[ParamSpec] = &[
                file descriptor; later peers share the endpoint's socket, which also \
                receives everything (default: 64; 0: none)",
     },
+    ParamSpec {
+        name: PUSH_SIZE,
+        kind: ParamKind::Size,
+        help: "Bytes of a rendezvous message sent right behind its request, before the \
+               receiver answers: a posted receive takes them at once, and an unexpected \
+               message's are held (up to 16 MiB per endpoint, else dropped and sent again \
+               after the answer). Saves a round trip per message above the eager size \
+               (default: 245760, four 60 KiB chunks; 0: wait for the answer)",
+    },
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,6 +124,7 @@ pub struct Config {
     /// `None`: follow the interface's MTU.
     pub datagram_size: Option<usize>,
     pub connected_peers: usize,
+    pub push_size: usize,
 }
 
 impl Default for Config {
@@ -127,6 +138,7 @@ impl Default for Config {
             crc: true,
             datagram_size: None,
             connected_peers: 64,
+            push_size: 4 * crate::data::CHUNK,
         }
     }
 }
@@ -137,6 +149,8 @@ const PEER_TIMEOUT_MS_RANGE: std::ops::RangeInclusive<i64> = 100..=86_400_000;
 const DATAGRAM_SIZE_RANGE: std::ops::RangeInclusive<usize> = 512..=65_507;
 /// Beyond this many, descriptors run out before the peers do (1024 is a common soft limit).
 const CONNECTED_PEERS_MAX: usize = 4096;
+/// The chunk window holds 16 chunks: more than that ahead of the answer only waits.
+const PUSH_SIZE_MAX: usize = 16 * crate::data::CHUNK;
 
 impl Config {
     pub fn from_source(src: &dyn ParamSource) -> Config {
@@ -215,6 +229,18 @@ impl Config {
                 );
             }
         }
+        if let Some(ParamValue::Size(n)) = src.get(spec(PUSH_SIZE)) {
+            if n <= PUSH_SIZE_MAX {
+                c.push_size = n;
+            } else {
+                diag!(
+                    Warn,
+                    Core,
+                    "FI_DIWARP_PUSH_SIZE={n} exceeds {PUSH_SIZE_MAX}; using {}",
+                    c.push_size
+                );
+            }
+        }
         c
     }
 }
@@ -248,6 +274,7 @@ mod tests {
             (CRC, ParamValue::Bool(false)),
             (DATAGRAM_SIZE, ParamValue::Size(9000)),
             (CONNECTED_PEERS, ParamValue::Size(0)),
+            (PUSH_SIZE, ParamValue::Size(0)),
         ])));
         assert_eq!(c.iface.as_deref(), Some("lo"));
         assert_eq!(c.eager_size, 4096);
@@ -258,11 +285,17 @@ mod tests {
         assert!(Config::default().crc);
         assert_eq!(c.datagram_size, Some(9000));
         assert_eq!(c.connected_peers, 0);
+        assert_eq!(c.push_size, 0);
         let c = Config::from_source(&Map(HashMap::from([(
             CONNECTED_PEERS,
             ParamValue::Size(CONNECTED_PEERS_MAX + 1),
         )])));
         assert_eq!(c.connected_peers, Config::default().connected_peers);
+        let c = Config::from_source(&Map(HashMap::from([(
+            PUSH_SIZE,
+            ParamValue::Size(PUSH_SIZE_MAX + 1),
+        )])));
+        assert_eq!(c.push_size, Config::default().push_size);
         for bad in [0, 511, 65_508] {
             let c = Config::from_source(&Map(HashMap::from([(
                 DATAGRAM_SIZE,

@@ -10,6 +10,7 @@ use iwarp::verbs::{
 };
 
 use super::ops::{Outgoing, PendingSend, RndvRecv, Role};
+use super::push::PushKey;
 use super::wire::{self, DATA_HEADER};
 use super::{
     Memory, Outputs, RecvArgs, SendArgs, State, Stats, BACKLOG_MAX, CHUNK_WINDOW, COPIED_MAX,
@@ -62,7 +63,7 @@ impl DataPath {
         let eager = config.eager_size.min(EAGER_MAX);
         Ok(DataPath {
             qp,
-            st: State::new(*name, eager, config.peer_timeout),
+            st: State::new(*name, eager, config.push_size, config.peer_timeout),
             wcs: Vec::with_capacity(POLL_BATCH),
         })
     }
@@ -140,7 +141,7 @@ impl DataPath {
                 };
                 let mem = s.mem.as_ref().expect("rendezvous sends keep their buffer");
                 let mut header = Vec::with_capacity(DATA_HEADER);
-                wire::data(&mut header, self.st.name.qpn, recv_id, offset as u64);
+                wire::data(&mut header, self.st.name.qpn, recv_id, send, offset as u64);
                 self.st.chunks_inflight += 1;
                 // The chunk goes from the application's buffer itself when it is contiguous
                 // (a NIC reading registered memory); the send completes only after the peer
@@ -263,10 +264,11 @@ impl DataPath {
         let st = &self.st;
         Memory {
             queue_pair: self.qp.memory_bytes(),
-            unexpected: st.matcher.account().current(),
+            unexpected: st.matcher.account().current() + st.parked.memory(),
             unexpected_peak: st.matcher.account().peak(),
             pending: st.sends.len() * std::mem::size_of::<PendingSend>()
                 + st.rndv.len() * std::mem::size_of::<RndvRecv>()
+                + st.pushing_into.capacity() * std::mem::size_of::<(PushKey, u64)>()
                 + st.backlog.len() * std::mem::size_of::<Outgoing>()
                 // Copies not yet posted: the queue pair does not hold them yet.
                 + st

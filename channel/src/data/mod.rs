@@ -4,7 +4,8 @@
 //! order the matcher sees (MPI's non-overtaking rule). Messages up to the eager size carry
 //! their bytes; longer ones are a rendezvous: RTS, the receiver matches and answers CTS with
 //! how many bytes it takes, and the data follows as chunks that name the receive and their
-//! offset, placed into the application's buffer as they come. The queue pair completes a send
+//! offset, placed into the application's buffer as they come; the first chunks go right behind
+//! the RTS, before the CTS (`push`). The queue pair completes a send
 //! when the peer has acknowledged it, which is when an eager send, or a rendezvous's last
 //! chunk, completes to the application (FI_DELIVERY_COMPLETE as MPICH asks for it).
 //!
@@ -18,10 +19,12 @@ mod bufs;
 mod complete;
 mod driver;
 mod ops;
+mod push;
 mod wire;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,6 +48,7 @@ pub use complete::Outputs;
 pub use driver::DataPath;
 use ops::{Held, Outgoing, PendingSend, Recv, RndvRecv, Role};
 pub use ops::{RecvArgs, SendArgs};
+use push::{Parked, Parking, Pieces, PushKey};
 use wire::{Matching, Msg, MATCH_HEADER};
 
 /// Sources not in the address vector: only receives from any peer match them.
@@ -87,12 +91,21 @@ pub struct Stats {
     pub failed_sends: u64,
     /// Rendezvous receives failed because their sender went silent.
     pub failed_recvs: u64,
+    /// Pushed chunks nobody kept (`push`): the receive was full or discarded the message,
+    /// or held chunks would have gone past the budget.
+    pub push_dropped: u64,
+    /// Pushed chunks held for unexpected messages.
+    pub push_parked: u64,
+    /// Pushed chunks that went straight into a posted receive.
+    pub push_placed: u64,
 }
 
 /// What the data path holds, for FI_DIWARP_MEM_REPORT.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Memory {
     pub queue_pair: usize,
+    /// Unexpected messages: eager copies and rendezvous requests (the matcher's account),
+    /// and pushed chunks held for them.
     pub unexpected: usize,
     pub unexpected_peak: usize,
     pub pending: usize,
@@ -106,6 +119,8 @@ pub struct Memory {
 struct State {
     name: EpName,
     eager: usize,
+    /// Bytes of a rendezvous send pushed before the answer.
+    push: usize,
     /// Set by `enable`.
     av: Option<Arc<AddressVector>>,
     out: Outputs,
@@ -116,6 +131,10 @@ struct State {
     roles: Map<u64, Role>,
     sends: Map<u64, PendingSend>,
     rndv: Map<u64, RndvRecv>,
+    /// Rendezvous receives whose sender pushes chunks into them.
+    pushing_into: Map<PushKey, u64>,
+    /// Pushed chunks of unexpected messages.
+    parked: Parked,
     /// How long a rendezvous receive may go without hearing from its sender.
     stall_limit: Duration,
     /// When each sender was last heard from, while rendezvous receives wait.
@@ -149,10 +168,11 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
-    fn new(name: EpName, eager: usize, stall_limit: Duration) -> State {
+    fn new(name: EpName, eager: usize, push: usize, stall_limit: Duration) -> State {
         State {
             name,
             eager,
+            push,
             av: None,
             out: Outputs::default(),
             directed: true,
@@ -162,6 +182,8 @@ impl State {
             roles: Map::default(),
             sends: Map::default(),
             rndv: Map::default(),
+            pushing_into: Map::default(),
+            parked: Parked::default(),
             stall_limit,
             heard: Map::default(),
             next_check: Instant::now(),
@@ -230,6 +252,7 @@ impl State {
             to,
             outstanding: 1,
             cleared: true,
+            pushed: 0,
         };
         // An inject is copied whatever the eager size: its buffer is the caller's again at once.
         if len <= self.eager || inject {
@@ -259,24 +282,46 @@ impl State {
                 role,
             });
         } else {
+            let pushed = len.min(self.push);
             let mut bytes = Vec::with_capacity(MATCH_HEADER);
-            wire::rts(&mut bytes, self.name.qpn, &m, id);
-            self.sends.insert(
-                id,
-                PendingSend {
-                    mem: Some(a.mem),
-                    outstanding: 0,
-                    cleared: false,
-                    ..pending
-                },
-            );
+            wire::rts(&mut bytes, self.name.qpn, &m, id, pushed > 0);
             self.submit(Outgoing::Message {
                 to,
                 bytes: bytes.into(),
                 role: Role::Rts { send: id },
             });
+            let outstanding = self.submit_chunks(id, None, 0..pushed);
+            self.sends.insert(
+                id,
+                PendingSend {
+                    mem: Some(a.mem),
+                    outstanding,
+                    cleared: false,
+                    pushed,
+                    ..pending
+                },
+            );
         }
         Ok(())
+    }
+
+    /// Queues the chunks of send `send` covering `bytes`, for receive `recv_id` (`None`:
+    /// pushed ahead of the answer); returns how many.
+    fn submit_chunks(&mut self, send: u64, recv_id: Option<u64>, bytes: Range<usize>) -> u32 {
+        let mut n = 0;
+        let mut offset = bytes.start;
+        while offset < bytes.end {
+            let len = CHUNK.min(bytes.end - offset);
+            self.submit(Outgoing::Chunk {
+                send,
+                recv_id,
+                offset,
+                len,
+            });
+            offset += len;
+            n += 1;
+        }
+        n
     }
 
     /// Queues a send for the queue pair; the driver posts it as soon as there is room.
@@ -345,7 +390,9 @@ impl State {
         }
     }
 
-    fn on_cts(&mut self, handle: u64, recv_id: u64, wanted: u64) {
+    /// The receiver answered send `handle`: it takes `wanted` bytes, and keeps what was
+    /// pushed if `taken`.
+    fn on_cts(&mut self, handle: u64, recv_id: u64, wanted: u64, taken: bool) {
         let Some(s) = self.sends.get_mut(&handle) else {
             self.stats.stray += 1;
             return;
@@ -356,26 +403,39 @@ impl State {
         }
         s.cleared = true;
         let n = usize::try_from(wanted).unwrap_or(usize::MAX).min(s.len);
-        if n == 0 {
+        let start = if taken { s.pushed.min(n) } else { 0 };
+        // Pushed chunks still queued that the receiver will not keep need not go.
+        let before = self.backlog.len();
+        self.backlog.retain(|o| {
+            !matches!(o, Outgoing::Chunk { send, recv_id: None, offset, .. }
+                if *send == handle && (!taken || *offset >= n))
+        });
+        let unqueued = (before - self.backlog.len()) as u32;
+        let added = self.submit_chunks(handle, Some(recv_id), start..n);
+        let s = self.sends.get_mut(&handle).expect("looked up above");
+        s.outstanding = s.outstanding - unqueued + added;
+        if s.outstanding == 0 {
             self.complete_send(handle);
-            return;
-        }
-        let chunks = n.div_ceil(CHUNK);
-        s.outstanding = u32::try_from(chunks).unwrap_or(u32::MAX);
-        for i in 0..chunks {
-            let offset = i * CHUNK;
-            self.submit(Outgoing::Chunk {
-                send: handle,
-                recv_id,
-                offset,
-                len: CHUNK.min(n - offset),
-            });
         }
     }
 
-    fn send_cts(&mut self, to: AddressHandle, handle: u64, recv_id: u64, wanted: usize) {
+    fn send_cts(
+        &mut self,
+        to: AddressHandle,
+        handle: u64,
+        recv_id: u64,
+        wanted: usize,
+        taken: bool,
+    ) {
         let mut bytes = Vec::with_capacity(wire::CTS_HEADER);
-        wire::cts(&mut bytes, self.name.qpn, handle, recv_id, wanted as u64);
+        wire::cts(
+            &mut bytes,
+            self.name.qpn,
+            handle,
+            recv_id,
+            wanted as u64,
+            taken,
+        );
         let role = if wanted == 0 {
             Role::Free
         } else {
@@ -437,7 +497,7 @@ impl State {
     /// chunks that came need not be the buffer's first bytes). Chunks still arriving for it
     /// are counted as stray.
     fn fail_rndv(&mut self, recv_id: u64, why: &str) {
-        let Some(r) = self.rndv.remove(&recv_id) else {
+        let Some(r) = self.end_rndv(recv_id) else {
             return;
         };
         self.stats.failed_recvs += 1;
@@ -454,6 +514,16 @@ impl State {
             c.flags |= FI_MULTI_RECV;
         }
         self.out.recv_failed(c, Errno(FI_EIO as u32), 0);
+    }
+
+    /// Removes rendezvous receive `recv_id`; chunks still pushed into it will be dropped.
+    fn end_rndv(&mut self, recv_id: u64) -> Option<RndvRecv> {
+        let r = self.rndv.remove(&recv_id)?;
+        if let Some(key) = r.push_key {
+            self.pushing_into.remove(&key);
+            crate::hash::shrink(&mut self.pushing_into);
+        }
+        Some(r)
     }
 
     /// Anything from `src` shows it alive: its rendezvous receives here may be waiting behind
@@ -561,7 +631,13 @@ impl State {
                 d.recv.mem.write_at(d.offset, &bytes[..d.placed]);
                 self.finish_recv(kind, &d);
             }
-            Held::Rndv { handle, from } => self.start_rndv(kind, t.delivery, handle, from),
+            Held::Rndv { handle, from } => {
+                let pushes = match self.parked.take((from.addr, handle)) {
+                    Some(pieces) => Pushes::Parked(pieces),
+                    None => Pushes::None,
+                };
+                self.start_rndv(kind, t.delivery, handle, from, pushes);
+            }
         }
     }
 
@@ -617,7 +693,8 @@ impl State {
     /// A buffered message is dropped: a rendezvous sender is told to send nothing.
     fn release(&mut self, held: Held) {
         if let Held::Rndv { handle, from } = held {
-            self.send_cts(from, handle, 0, 0);
+            self.parked.take((from.addr, handle));
+            self.send_cts(from, handle, 0, 0, false);
         }
     }
 
@@ -733,24 +810,50 @@ impl State {
         }
     }
 
-    fn start_rndv(&mut self, kind: Kind, d: Delivery<Recv>, handle: u64, from: AddressHandle) {
+    fn start_rndv(
+        &mut self,
+        kind: Kind,
+        d: Delivery<Recv>,
+        handle: u64,
+        from: AddressHandle,
+        pushes: Pushes,
+    ) {
         if d.placed == 0 {
-            self.send_cts(from, handle, 0, 0);
+            self.send_cts(from, handle, 0, 0, false);
             self.finish_recv(kind, &d);
             return;
         }
         let recv_id = self.id();
-        self.send_cts(from, handle, recv_id, d.placed);
-        self.rndv.insert(
-            recv_id,
-            RndvRecv {
-                kind,
-                delivery: d,
-                from: from.addr,
-                got: 0,
-                last: Instant::now(),
-            },
-        );
+        let taken = !matches!(pushes, Pushes::None);
+        self.send_cts(from, handle, recv_id, d.placed, taken);
+        let key = (from.addr, handle);
+        let mut r = RndvRecv {
+            kind,
+            delivery: d,
+            from: from.addr,
+            got: 0,
+            last: Instant::now(),
+            push_key: taken.then_some(key),
+        };
+        if let Pushes::Parked(pieces) = pushes {
+            for (offset, bytes) in pieces {
+                if let Some(b) = clip(&r.delivery, offset, &bytes) {
+                    r.delivery
+                        .recv
+                        .mem
+                        .write_at(r.delivery.offset + offset as usize, b);
+                    r.got += b.len();
+                }
+            }
+            if r.got >= r.delivery.placed {
+                self.finish_recv(kind, &r.delivery);
+                return;
+            }
+        }
+        if taken {
+            self.pushing_into.insert(key, recv_id);
+        }
+        self.rndv.insert(recv_id, r);
     }
 
     // ---- arrivals -----------------------------------------------------------------------
@@ -793,7 +896,7 @@ impl State {
                     self.finish_recv(m.kind, &d);
                 }
             }
-            Msg::Rts { m, handle } => {
+            Msg::Rts { m, handle, pushed } => {
                 let Ok(len) = usize::try_from(m.len) else {
                     self.stats.malformed += 1;
                     return;
@@ -809,15 +912,26 @@ impl State {
                 let arrival = self
                     .matcher
                     .arrive(m.kind, header, |_| Held::Rndv { handle, from });
-                if let Arrival::Matched(d) = arrival {
-                    self.start_rndv(m.kind, d, handle, from);
+                match arrival {
+                    Arrival::Matched(d) => {
+                        let pushes = if pushed { Pushes::Coming } else { Pushes::None };
+                        self.start_rndv(m.kind, d, handle, from, pushes);
+                    }
+                    Arrival::Buffered(_) if pushed => self.parked.open((src, handle)),
+                    Arrival::Buffered(_) => {}
                 }
             }
             Msg::Cts {
                 handle,
                 recv_id,
                 wanted,
-            } => self.on_cts(handle, recv_id, wanted),
+                taken,
+            } => self.on_cts(handle, recv_id, wanted, taken),
+            Msg::Push {
+                handle,
+                offset,
+                payload,
+            } => self.on_push(src, handle, offset, payload),
             Msg::Data {
                 recv_id,
                 offset,
@@ -845,8 +959,35 @@ impl State {
         d.recv.mem.write_at(d.offset + offset as usize, payload);
         r.got += payload.len();
         if r.got >= d.placed {
-            let r = self.rndv.remove(&recv_id).expect("present");
+            let r = self.end_rndv(recv_id).expect("present");
             self.finish_recv(r.kind, &r.delivery);
+        }
+    }
+
+    /// A pushed chunk, in its turn (its RTS was handled).
+    fn on_push(&mut self, src: SocketAddr, handle: u64, offset: u64, payload: &[u8]) {
+        let key = (src, handle);
+        if let Some(&recv_id) = self.pushing_into.get(&key) {
+            self.stats.push_placed += 1;
+            self.push_into(src, recv_id, offset, payload);
+            return;
+        }
+        match self.parked.park(key, offset, payload) {
+            Parking::Held => self.stats.push_parked += 1,
+            Parking::Refused | Parking::Unknown => self.stats.push_dropped += 1,
+        }
+    }
+
+    /// Places pushed bytes into rendezvous receive `recv_id`, less what a short receive has no
+    /// room for.
+    fn push_into(&mut self, src: SocketAddr, recv_id: u64, offset: u64, payload: &[u8]) {
+        let fitting = self
+            .rndv
+            .get(&recv_id)
+            .and_then(|r| clip(&r.delivery, offset, payload));
+        match fitting {
+            Some(b) => self.on_data(src, recv_id, offset, b),
+            None => self.stats.push_dropped += 1,
         }
     }
 }
@@ -868,17 +1009,38 @@ impl RdReceiver for State {
 
     /// A chunk cut into several datagrams (an MTU below the chunk) goes into the receive
     /// segment by segment: no reassembly buffer, no second copy.
+    /// A pushed chunk is taken this way only if its receive is known already (its RTS was
+    /// handled and matched); otherwise it is reassembled and comes in its turn.
     fn segment(&mut self, src: SocketAddr, head: &[u8], offset: usize, bytes: &[u8]) -> bool {
-        let Ok((
-            _,
-            Msg::Data {
-                recv_id,
-                offset: chunk_at,
-                ..
-            },
-        )) = wire::parse(head)
-        else {
-            return false;
+        let (recv_id, chunk_at, pushed) = match wire::parse(head) {
+            Ok((
+                _,
+                Msg::Data {
+                    recv_id, offset, ..
+                },
+            )) => (recv_id, offset, false),
+            Ok((
+                _,
+                Msg::Push {
+                    handle, offset: at, ..
+                },
+            )) => {
+                match self.pushing_into.get(&(src, handle)) {
+                    Some(&recv_id) => {
+                        if offset == 0 {
+                            self.stats.push_placed += 1;
+                        }
+                        (recv_id, at, true)
+                    }
+                    None if offset == 0 => return false,
+                    None => {
+                        // Taken, and its receive ended since (a short receive is full).
+                        self.stats.push_dropped += 1;
+                        return true;
+                    }
+                }
+            }
+            _ => return false,
         };
         if offset == 0 {
             self.heard_from(src);
@@ -889,11 +1051,28 @@ impl RdReceiver for State {
             None => (wire::DATA_HEADER - offset, 0),
         };
         match (bytes.get(skip..), chunk_at.checked_add(at as u64)) {
+            (Some(payload), Some(at)) if pushed => self.push_into(src, recv_id, at, payload),
             (Some(payload), Some(at)) => self.on_data(src, recv_id, at, payload),
             _ => self.stats.malformed += 1,
         }
         true
     }
+}
+
+/// Pushed chunks a rendezvous receive starts with.
+enum Pushes {
+    /// None: the sender pushed nothing, or they were dropped.
+    None,
+    /// They follow the RTS, which a posted receive matched.
+    Coming,
+    /// Held while the message was unexpected, and maybe more follow.
+    Parked(Pieces),
+}
+
+/// The part of pushed bytes at `offset` of the message that the receive has room for.
+fn clip<'a>(d: &Delivery<Recv>, offset: u64, bytes: &'a [u8]) -> Option<&'a [u8]> {
+    let room = d.placed.checked_sub(usize::try_from(offset).ok()?)?;
+    (room > 0).then(|| &bytes[..bytes.len().min(room)])
 }
 
 /// The matcher's id for an AV handle, if it has one (handles up to the stand-ins' range).

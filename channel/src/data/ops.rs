@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use iwarp::verbs::AddressHandle;
 
+use super::push::PushKey;
 use crate::ffi::mem::UserMem;
 use crate::matching::{Delivery, Kind};
 
@@ -67,6 +68,8 @@ pub struct PendingSend {
     pub outstanding: u32,
     /// Rendezvous: the receiver has answered (and `outstanding` counts the chunks).
     pub cleared: bool,
+    /// Rendezvous: bytes pushed before the answer (`push.rs`).
+    pub pushed: usize,
 }
 
 /// A matched rendezvous receive whose chunks are arriving.
@@ -79,6 +82,8 @@ pub struct RndvRecv {
     /// When the CTS was posted: a receive that hears nothing from its sender for the peer
     /// timeout after this fails instead of waiting forever for a sender that is gone.
     pub last: Instant,
+    /// Its sender pushes chunks into it (`State::pushing_into`).
+    pub push_key: Option<PushKey>,
 }
 
 /// What a queue-pair send work request carries, found again by its `wr_id` on completion.
@@ -106,10 +111,11 @@ pub enum Outgoing {
         bytes: bytes::Bytes,
         role: Role,
     },
-    /// A rendezvous chunk, read from the application's buffer when it is posted.
+    /// A rendezvous chunk, read from the application's buffer when it is posted: for the
+    /// receiver's receive `recv_id`, or pushed ahead of its answer (`None`).
     Chunk {
         send: u64,
-        recv_id: u64,
+        recv_id: Option<u64>,
         offset: usize,
         len: usize,
     },

@@ -3,13 +3,17 @@
 //! MPI matching data rides in front of the eager payload (DESIGN.md "Wire"); a rendezvous is
 //! RTS (matching data and the sender's handle), CTS (the receiver's handle and how many bytes
 //! it takes) and DATA chunks that name the receive and their offset, so each is placed where it
-//! belongs whatever order the engine hands them over in. Integers are little-endian.
+//! belongs whatever order the engine hands them over in. PUSH chunks are the message's first
+//! bytes, sent behind an RTS flagged `F_PUSHED` before any CTS: they name the sender's handle,
+//! and a CTS flagged `F_TAKEN` says the receiver keeps them (`push.rs`). Integers are
+//! little-endian.
 //!
 //! ```text
 //! byte 0 op | byte 1 flags | 2..4 zero | 4..8 sender's QP number | then per op:
 //! EAGER, RTS  tag u64 | cq data u64 | length u64 | handle u64 (RTS; EAGER 0)   payload (EAGER)
 //! CTS         handle u64 | receive id u64 | wanted u64
 //! DATA        receive id u64 | offset u64                                    payload
+//! PUSH        handle u64 | offset u64                                        payload
 //! PING        (nothing: asks the engine for an acknowledgement, see `State::ping_peers`)
 //! ```
 
@@ -20,15 +24,20 @@ const RTS: u8 = 2;
 const CTS: u8 = 3;
 const DATA: u8 = 4;
 const PING: u8 = 5;
+const PUSH: u8 = 6;
 
 const F_TAGGED: u8 = 1;
 const F_CQ_DATA: u8 = 2;
+/// RTS: PUSH chunks follow it.
+const F_PUSHED: u8 = 4;
+/// CTS: the receiver keeps the pushed chunks; the sender sends the rest after them.
+const F_TAKEN: u8 = 1;
 
 /// Header bytes of EAGER and RTS.
 pub const MATCH_HEADER: usize = 40;
 /// Header bytes of CTS.
 pub const CTS_HEADER: usize = 32;
-/// Header bytes of DATA.
+/// Header bytes of DATA and PUSH.
 pub const DATA_HEADER: usize = 24;
 /// Bytes of a PING.
 pub const PING_LEN: usize = 8;
@@ -52,14 +61,21 @@ pub enum Msg<'a> {
     Rts {
         m: Matching,
         handle: u64,
+        pushed: bool,
     },
     Cts {
         handle: u64,
         recv_id: u64,
         wanted: u64,
+        taken: bool,
     },
     Data {
         recv_id: u64,
+        offset: u64,
+        payload: &'a [u8],
+    },
+    Push {
+        handle: u64,
         offset: u64,
         payload: &'a [u8],
     },
@@ -113,23 +129,29 @@ pub fn eager(out: &mut Vec<u8>, qpn: u32, m: &Matching) {
     );
 }
 
-pub fn rts(out: &mut Vec<u8>, qpn: u32, m: &Matching, handle: u64) {
+pub fn rts(out: &mut Vec<u8>, qpn: u32, m: &Matching, handle: u64, pushed: bool) {
+    let flags = match_flags(m) | if pushed { F_PUSHED } else { 0 };
     put(
         out,
         qpn,
         RTS,
-        match_flags(m),
+        flags,
         &[m.tag, m.data.unwrap_or(0), m.len, handle],
     );
 }
 
-pub fn cts(out: &mut Vec<u8>, qpn: u32, handle: u64, recv_id: u64, wanted: u64) {
-    put(out, qpn, CTS, 0, &[handle, recv_id, wanted]);
+pub fn cts(out: &mut Vec<u8>, qpn: u32, handle: u64, recv_id: u64, wanted: u64, taken: bool) {
+    let flags = if taken { F_TAKEN } else { 0 };
+    put(out, qpn, CTS, flags, &[handle, recv_id, wanted]);
 }
 
-/// Appends a DATA header; the caller appends the chunk.
-pub fn data(out: &mut Vec<u8>, qpn: u32, recv_id: u64, offset: u64) {
-    put(out, qpn, DATA, 0, &[recv_id, offset]);
+/// Appends a DATA header (`recv_id` is the receiver's) or, with `recv_id` `None`, a PUSH
+/// header naming send `handle`; the caller appends the chunk.
+pub fn data(out: &mut Vec<u8>, qpn: u32, recv_id: Option<u64>, handle: u64, offset: u64) {
+    match recv_id {
+        Some(id) => put(out, qpn, DATA, 0, &[id, offset]),
+        None => put(out, qpn, PUSH, 0, &[handle, offset]),
+    }
 }
 
 /// Appends a PING.
@@ -143,7 +165,8 @@ pub fn is_matched(b: &[u8]) -> bool {
     matches!(b.first(), Some(&EAGER | &RTS))
 }
 
-/// Whether a message is a rendezvous chunk (which may be placed out of turn).
+/// Whether a message is a rendezvous chunk the receiver asked for (which may be placed out of
+/// turn; a PUSH is handled in turn, after its RTS).
 pub fn is_data(b: &[u8]) -> bool {
     b.first() == Some(&DATA)
 }
@@ -161,17 +184,18 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
     let need = match op {
         EAGER | RTS => MATCH_HEADER,
         CTS => CTS_HEADER,
-        DATA => DATA_HEADER,
+        DATA | PUSH => DATA_HEADER,
         PING => PING_LEN,
         _ => return Err(WireError::Op(op)),
     };
     if b.len() < need {
         return Err(WireError::Short);
     }
-    let allowed = if matches!(op, EAGER | RTS) {
-        F_TAGGED | F_CQ_DATA
-    } else {
-        0
+    let allowed = match op {
+        EAGER => F_TAGGED | F_CQ_DATA,
+        RTS => F_TAGGED | F_CQ_DATA | F_PUSHED,
+        CTS => F_TAKEN,
+        _ => 0,
     };
     if flags & !allowed != 0 {
         return Err(WireError::Reserved);
@@ -207,6 +231,7 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
                 Msg::Rts {
                     m: matching(),
                     handle: u64_at(b, 32),
+                    pushed: flags & F_PUSHED != 0,
                 }
             }
             CTS => {
@@ -217,6 +242,7 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
                     handle: u64_at(b, 8),
                     recv_id: u64_at(b, 16),
                     wanted: u64_at(b, 24),
+                    taken: flags & F_TAKEN != 0,
                 }
             }
             PING => {
@@ -225,6 +251,11 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
                 }
                 Msg::Ping
             }
+            PUSH => Msg::Push {
+                handle: u64_at(b, 8),
+                offset: u64_at(b, 16),
+                payload: &b[DATA_HEADER..],
+            },
             _ => Msg::Data {
                 recv_id: u64_at(b, 8),
                 offset: u64_at(b, 16),
@@ -264,32 +295,39 @@ mod tests {
             })
         );
         b.clear();
-        rts(&mut b, 3, &m(Kind::Msg, None, 1 << 40), 99);
-        assert_eq!(
-            parse(&b).map(|(q, m)| {
-                assert_eq!(q, 3);
-                m
-            }),
-            Ok(Msg::Rts {
-                m: m(Kind::Msg, None, 1 << 40),
-                handle: 99
-            })
-        );
+        for pushed in [false, true] {
+            b.clear();
+            rts(&mut b, 3, &m(Kind::Msg, None, 1 << 40), 99, pushed);
+            assert_eq!(
+                parse(&b).map(|(q, m)| {
+                    assert_eq!(q, 3);
+                    m
+                }),
+                Ok(Msg::Rts {
+                    m: m(Kind::Msg, None, 1 << 40),
+                    handle: 99,
+                    pushed
+                })
+            );
+        }
+        for taken in [false, true] {
+            b.clear();
+            cts(&mut b, 3, 1, 2, 3, taken);
+            assert_eq!(
+                parse(&b).map(|(q, m)| {
+                    assert_eq!(q, 3);
+                    m
+                }),
+                Ok(Msg::Cts {
+                    handle: 1,
+                    recv_id: 2,
+                    wanted: 3,
+                    taken
+                })
+            );
+        }
         b.clear();
-        cts(&mut b, 3, 1, 2, 3);
-        assert_eq!(
-            parse(&b).map(|(q, m)| {
-                assert_eq!(q, 3);
-                m
-            }),
-            Ok(Msg::Cts {
-                handle: 1,
-                recv_id: 2,
-                wanted: 3
-            })
-        );
-        b.clear();
-        data(&mut b, 3, 5, 6);
+        data(&mut b, 3, Some(5), 7, 6);
         b.push(9);
         assert_eq!(
             parse(&b).map(|(q, m)| {
@@ -302,6 +340,22 @@ mod tests {
                 payload: &[9]
             })
         );
+        assert!(is_data(&b));
+        b.clear();
+        data(&mut b, 3, None, 7, 6);
+        b.push(9);
+        assert_eq!(
+            parse(&b).map(|(q, m)| {
+                assert_eq!(q, 3);
+                m
+            }),
+            Ok(Msg::Push {
+                handle: 7,
+                offset: 6,
+                payload: &[9]
+            })
+        );
+        assert!(!is_data(&b), "a push waits for its turn");
         b.clear();
         ping(&mut b, 4);
         assert_eq!(b.len(), PING_LEN);
@@ -324,9 +378,17 @@ mod tests {
         x[3] = 1;
         assert_eq!(parse(&x).err(), Some(WireError::Reserved));
         let mut c = vec![];
-        cts(&mut c, 3, 1, 2, 3);
-        c[1] = F_TAGGED;
+        cts(&mut c, 3, 1, 2, 3, false);
+        c[1] = F_CQ_DATA;
         assert_eq!(parse(&c).err(), Some(WireError::Reserved));
+        let mut e = vec![];
+        eager(&mut e, 3, &m(Kind::Msg, None, 0));
+        e[1] = F_PUSHED;
+        assert_eq!(
+            parse(&e).err(),
+            Some(WireError::Reserved),
+            "only an RTS is pushed"
+        );
         c[1] = 0;
         c.push(0);
         assert_eq!(parse(&c).err(), Some(WireError::Short));
