@@ -343,7 +343,7 @@ impl Endpoint {
         let m = d.memory();
         let rd = d.rd_stats().unwrap_or_default();
         let line = format!(
-            "diwarp-mem pid={} ep={} queue_pair={} send_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} push_dropped={} push_parked={} datagrams_sent={} retransmits={} spurious_retransmits={} lost_acks={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} acks_sent={} progress_wakes={} peers={} connected_peers={} connected_sends={} datagram_size={} gso_sends={} gro_runs={}\n",
+            "diwarp-mem pid={} ep={} queue_pair={} send_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} push_placed={} push_parked={} push_dropped={} datagrams_sent={} retransmits={} spurious_retransmits={} lost_acks={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} acks_sent={} progress_wakes={} peers={} connected_peers={} connected_sends={} datagram_size={} gso_sends={} gro_runs={}\n",
             std::process::id(),
             self.name,
             m.queue_pair,
@@ -355,8 +355,9 @@ impl Endpoint {
             d.stats().received,
             d.stats().malformed,
             d.stats().stray,
-            d.stats().push_dropped,
+            d.stats().push_placed,
             d.stats().push_parked,
+            d.stats().push_dropped,
             rd.datagrams_sent,
             rd.retransmits,
             rd.spurious_retransmits,

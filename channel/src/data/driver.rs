@@ -260,12 +260,19 @@ impl DataPath {
         self.qp.next_deadline()
     }
 
+    /// Receives taking pushed chunks, and unexpected messages holding them.
+    #[cfg(test)]
+    pub fn push_state(&self) -> (usize, usize) {
+        (self.st.pushing_into.len(), self.st.parked.len())
+    }
+
     pub fn memory(&self) -> Memory {
         let st = &self.st;
         Memory {
             queue_pair: self.qp.memory_bytes(),
             unexpected: st.matcher.account().current() + st.parked.memory(),
-            unexpected_peak: st.matcher.account().peak(),
+            // At most the sum: the two peaks need not have come at once.
+            unexpected_peak: st.matcher.account().peak() + st.parked.peak(),
             pending: st.sends.len() * std::mem::size_of::<PendingSend>()
                 + st.rndv.len() * std::mem::size_of::<RndvRecv>()
                 + st.pushing_into.capacity() * std::mem::size_of::<(PushKey, u64)>()

@@ -405,12 +405,15 @@ impl State {
         let n = usize::try_from(wanted).unwrap_or(usize::MAX).min(s.len);
         let start = if taken { s.pushed.min(n) } else { 0 };
         // Pushed chunks still queued that the receiver will not keep need not go.
-        let before = self.backlog.len();
-        self.backlog.retain(|o| {
-            !matches!(o, Outgoing::Chunk { send, recv_id: None, offset, .. }
-                if *send == handle && (!taken || *offset >= n))
-        });
-        let unqueued = (before - self.backlog.len()) as u32;
+        let mut unqueued = 0;
+        if s.pushed > if taken { n } else { 0 } {
+            let before = self.backlog.len();
+            self.backlog.retain(|o| {
+                !matches!(o, Outgoing::Chunk { send, recv_id: None, offset, .. }
+                    if *send == handle && (!taken || *offset >= n))
+            });
+            unqueued = (before - self.backlog.len()) as u32;
+        }
         let added = self.submit_chunks(handle, Some(recv_id), start..n);
         let s = self.sends.get_mut(&handle).expect("looked up above");
         s.outstanding = s.outstanding - unqueued + added;
@@ -519,7 +522,12 @@ impl State {
     /// Removes rendezvous receive `recv_id`; chunks still pushed into it will be dropped.
     fn end_rndv(&mut self, recv_id: u64) -> Option<RndvRecv> {
         let r = self.rndv.remove(&recv_id)?;
-        if let Some(key) = r.push_key {
+        // Only if the key is still this receive's: a sender restarted on the same address
+        // reuses handles, and its new receive may hold the key now.
+        if let Some(key) = r
+            .push_key
+            .filter(|k| self.pushing_into.get(k) == Some(&recv_id))
+        {
             self.pushing_into.remove(&key);
             crate::hash::shrink(&mut self.pushing_into);
         }
@@ -968,8 +976,7 @@ impl State {
     fn on_push(&mut self, src: SocketAddr, handle: u64, offset: u64, payload: &[u8]) {
         let key = (src, handle);
         if let Some(&recv_id) = self.pushing_into.get(&key) {
-            self.stats.push_placed += 1;
-            self.push_into(src, recv_id, offset, payload);
+            self.push_into(src, recv_id, offset, payload, true);
             return;
         }
         match self.parked.park(key, offset, payload) {
@@ -979,15 +986,25 @@ impl State {
     }
 
     /// Places pushed bytes into rendezvous receive `recv_id`, less what a short receive has no
-    /// room for.
-    fn push_into(&mut self, src: SocketAddr, recv_id: u64, offset: u64, payload: &[u8]) {
+    /// room for. `first`: they start a chunk, which the counters count once.
+    fn push_into(
+        &mut self,
+        src: SocketAddr,
+        recv_id: u64,
+        offset: u64,
+        payload: &[u8],
+        first: bool,
+    ) {
         let fitting = self
             .rndv
             .get(&recv_id)
             .and_then(|r| clip(&r.delivery, offset, payload));
         match fitting {
-            Some(b) => self.on_data(src, recv_id, offset, b),
-            None => self.stats.push_dropped += 1,
+            Some(b) => {
+                self.stats.push_placed += u64::from(first);
+                self.on_data(src, recv_id, offset, b);
+            }
+            None => self.stats.push_dropped += u64::from(first),
         }
     }
 }
@@ -1026,18 +1043,11 @@ impl RdReceiver for State {
                 },
             )) => {
                 match self.pushing_into.get(&(src, handle)) {
-                    Some(&recv_id) => {
-                        if offset == 0 {
-                            self.stats.push_placed += 1;
-                        }
-                        (recv_id, at, true)
-                    }
+                    Some(&recv_id) => (recv_id, at, true),
                     None if offset == 0 => return false,
-                    None => {
-                        // Taken, and its receive ended since (a short receive is full).
-                        self.stats.push_dropped += 1;
-                        return true;
-                    }
+                    // Taken, and its receive ended since (a short receive is full): counted
+                    // with the chunk's first segment.
+                    None => return true,
                 }
             }
             _ => return false,
@@ -1051,7 +1061,9 @@ impl RdReceiver for State {
             None => (wire::DATA_HEADER - offset, 0),
         };
         match (bytes.get(skip..), chunk_at.checked_add(at as u64)) {
-            (Some(payload), Some(at)) if pushed => self.push_into(src, recv_id, at, payload),
+            (Some(payload), Some(at)) if pushed => {
+                self.push_into(src, recv_id, at, payload, offset == 0)
+            }
             (Some(payload), Some(at)) => self.on_data(src, recv_id, at, payload),
             _ => self.stats.malformed += 1,
         }

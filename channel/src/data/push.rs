@@ -44,6 +44,7 @@ struct Entry {
 pub struct Parked {
     held: Map<PushKey, Entry>,
     bytes: usize,
+    peak: usize,
 }
 
 impl Parked {
@@ -69,6 +70,7 @@ impl Parked {
             return Parking::Refused;
         }
         self.bytes += payload.len();
+        self.peak = self.peak.max(self.bytes);
         e.pieces.push((offset, payload.into()));
         Parking::Held
     }
@@ -85,6 +87,16 @@ impl Parked {
     /// Bytes held, with the table's.
     pub fn memory(&self) -> usize {
         self.bytes + self.held.capacity() * std::mem::size_of::<(PushKey, Entry)>()
+    }
+
+    /// The most chunk bytes held at once.
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+
+    /// Messages waiting for a receive.
+    pub fn len(&self) -> usize {
+        self.held.len()
     }
 }
 

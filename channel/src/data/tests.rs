@@ -781,6 +781,15 @@ fn pushed_chunks_into_a_receive_or_held((a, b): (Side, Side)) {
     assert_eq!(ok(next(&a, &b)).op_context, 1);
     let st = b.ep.data_stats();
     assert_eq!((st.push_placed, st.push_parked, st.push_dropped), (3, 0, 0));
+    // Posted first and longer than what is pushed: the rest follows the CTS, from where the
+    // pushes ended (a sender starting over would have its extra chunks counted as stray).
+    let len = 7 * CHUNK + 5;
+    let buf = recv(&b, 0, Kind::Tagged, 3, len, 30);
+    send(&a, 1, Kind::Tagged, 3, pattern(len, 3), 3);
+    assert_eq!(ok(next(&b, &a)).op_context, 30);
+    assert!(*buf.lock() == pattern(len, 3));
+    assert_eq!(ok(next(&a, &b)).op_context, 3);
+    assert_eq!(b.ep.data_stats().push_placed, 3 + pushed_chunks);
     // Unexpected: the pushed chunks wait (in the unexpected account), the rest follows the CTS.
     let len = 7 * CHUNK + 5;
     send(&a, 1, Kind::Tagged, 2, pattern(len, 2), 2);
@@ -800,7 +809,13 @@ fn pushed_chunks_into_a_receive_or_held((a, b): (Side, Side)) {
         b.ep.with_data(|d| d.memory().unexpected) < CHUNK,
         "held chunks freed"
     );
-    assert_eq!(b.ep.data_stats().push_dropped, 0);
+    let st = b.ep.data_stats();
+    assert_eq!((st.push_dropped, st.stray, st.malformed), (0, 0, 0));
+    assert_eq!(
+        b.ep.with_data(|d| d.push_state()),
+        (0, 0),
+        "nothing left behind"
+    );
 }
 
 /// A short receive keeps the part of the pushed chunks it has room for, whether they went
@@ -833,6 +848,7 @@ fn a_short_receive_keeps_what_fits_of_the_pushed_chunks() {
     // Posted first, the two chunks past the room were dropped; held, they were clipped at
     // the match.
     assert_eq!(b.ep.data_stats().push_dropped, 2);
+    assert_eq!(b.ep.with_data(|d| d.push_state()), (0, 0));
 }
 
 /// Past the budget for held chunks, an unexpected message's pushed chunks are dropped and sent
@@ -863,6 +879,8 @@ fn pushes_past_the_holding_budget_are_sent_again_after_the_cts() {
     let mut done: Vec<usize> = (0..n).map(|_| ok(next(&a, &b)).op_context).collect();
     done.sort_unstable();
     assert_eq!(done, (0..n).collect::<Vec<_>>());
+    assert_eq!(b.ep.with_data(|d| d.push_state()), (0, 0));
+    assert_eq!(b.ep.data_stats().stray, 0);
 }
 
 /// A discarded message's held chunks are freed and its send completes.
@@ -884,5 +902,19 @@ fn discarding_a_pushed_message_frees_its_chunks_and_completes_the_send() {
     let c = ok(next(&b, &a));
     assert_eq!((c.op_context, c.len), (5, 3 * CHUNK));
     assert_eq!(ok(next(&a, &b)).op_context, 1, "the send completes");
+    assert!(b.ep.with_data(|d| d.memory().unexpected) < CHUNK);
+    // A zero-length receive takes none of them either.
+    send(&a, 1, Kind::Tagged, 6, pattern(3 * CHUNK, 6), 2);
+    wait_stats(&b, &a, "pushed chunks held", |s| s.push_parked == 6);
+    let _empty = recv(&b, 0, Kind::Tagged, 6, 0, 7);
+    match next(&b, &a) {
+        Got::Err(e) => assert_eq!(
+            (e.err, e.completion.len, e.olen),
+            (Errno::TRUNC, 0, 3 * CHUNK)
+        ),
+        Got::Ok(c) => panic!("truncation not reported: {c:?}"),
+    }
+    assert_eq!(ok(next(&a, &b)).op_context, 2, "the send completes");
+    assert_eq!(b.ep.with_data(|d| d.push_state()), (0, 0));
     assert!(b.ep.with_data(|d| d.memory().unexpected) < CHUNK);
 }
