@@ -95,6 +95,7 @@ impl Parked {
     }
 
     /// Messages waiting for a receive.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.held.len()
     }
