@@ -39,6 +39,14 @@ fn pair_with_peer_timeout(limit: Duration) -> (Side, Side) {
     })
 }
 
+/// [`pair`] with datagrams cut to Ethernet's MTU, so that a chunk spans many.
+fn pair_at_ethernet_datagrams() -> (Side, Side) {
+    pair_with(Config {
+        datagram_size: Some(1472),
+        ..Config::default()
+    })
+}
+
 fn pair_with(config: Config) -> (Side, Side) {
     let d = domain_with(config);
     let (a, acq) = open_side(&d);
@@ -135,10 +143,7 @@ fn eager_and_rendezvous_arrive_intact_in_order() {
 /// At an Ethernet MTU every chunk spans many datagrams: they go straight into the receive.
 #[test]
 fn eager_and_rendezvous_arrive_intact_in_order_at_ethernet_datagrams() {
-    eager_and_rendezvous_intact_in_order(pair_with(Config {
-        datagram_size: Some(1472),
-        ..Config::default()
-    }));
+    eager_and_rendezvous_intact_in_order(pair_at_ethernet_datagrams());
 }
 
 fn eager_and_rendezvous_intact_in_order((a, b): (Side, Side)) {
@@ -180,10 +185,7 @@ fn eager_and_rendezvous_intact_in_order((a, b): (Side, Side)) {
 /// while later sends take the buffers of earlier ones.
 #[test]
 fn reused_send_buffers_never_change_bytes_in_flight() {
-    let (a, b) = pair_with(Config {
-        datagram_size: Some(1472),
-        ..Config::default()
-    });
+    let (a, b) = pair_at_ethernet_datagrams();
     let eager = Config::default().eager_size;
     let sizes = [3000, eager, 9000, eager - 1, 2049, 20_000];
     for round in 0..20u8 {
@@ -763,10 +765,7 @@ fn pushed_chunks_go_into_a_posted_receive_or_wait_for_one() {
 /// The same when each chunk spans many datagrams.
 #[test]
 fn pushed_chunks_go_into_a_posted_receive_or_wait_for_one_at_ethernet_datagrams() {
-    pushed_chunks_into_a_receive_or_held(pair_with(Config {
-        datagram_size: Some(1472),
-        ..Config::default()
-    }));
+    pushed_chunks_into_a_receive_or_held(pair_at_ethernet_datagrams());
 }
 
 fn pushed_chunks_into_a_receive_or_held((a, b): (Side, Side)) {
