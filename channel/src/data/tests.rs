@@ -261,19 +261,24 @@ fn truncation_reports_the_lost_bytes_for_both_protocols() {
     }
 }
 
-#[test]
-fn peek_miss_cancel_and_bad_addresses() {
-    let (a, b) = pair();
-    b.ep.recv(RecvArgs {
+/// Posts a bufferless tagged receive from handle 0 with `flags` (FI_PEEK and its companions).
+fn peek(s: &Side, tag: u64, ctx: usize, flags: u64) {
+    s.ep.recv(RecvArgs {
         kind: Kind::Tagged,
         src: 0,
         mem: UserMem::owned(vec![]).0,
-        tag: 3,
+        tag,
         ignore: 0,
-        context: 77,
-        flags: FI_PEEK,
+        context: ctx,
+        flags,
     })
     .unwrap();
+}
+
+#[test]
+fn peek_miss_cancel_and_bad_addresses() {
+    let (a, b) = pair();
+    peek(&b, 3, 77, FI_PEEK);
     match next(&b, &a) {
         Got::Err(e) => assert_eq!((e.err, e.completion.op_context), (Errno::NOMSG, 77)),
         Got::Ok(c) => panic!("peek of nothing succeeded: {c:?}"),
@@ -888,16 +893,7 @@ fn discarding_a_pushed_message_frees_its_chunks_and_completes_the_send() {
     let (a, b) = pair();
     send(&a, 1, Kind::Tagged, 4, pattern(3 * CHUNK, 4), 1);
     wait_stats(&b, &a, "pushed chunks held", |s| s.push_parked == 3);
-    b.ep.recv(RecvArgs {
-        kind: Kind::Tagged,
-        src: 0,
-        mem: UserMem::owned(vec![]).0,
-        tag: 4,
-        ignore: 0,
-        context: 5,
-        flags: FI_PEEK | FI_DISCARD,
-    })
-    .unwrap();
+    peek(&b, 4, 5, FI_PEEK | FI_DISCARD);
     let c = ok(next(&b, &a));
     assert_eq!((c.op_context, c.len), (5, 3 * CHUNK));
     assert_eq!(ok(next(&a, &b)).op_context, 1, "the send completes");
