@@ -152,27 +152,37 @@ const CONNECTED_PEERS_MAX: usize = 4096;
 /// The chunk window holds 16 chunks: more than that ahead of the answer only waits.
 const PUSH_SIZE_MAX: usize = 16 * crate::data::CHUNK;
 
+fn spec(name: &str) -> &'static ParamSpec {
+    PARAMS.iter().find(|p| p.name == name).expect("listed")
+}
+
+/// Takes size parameter `name` into `field` if it is at most `max`; else warns and keeps the
+/// default.
+fn size_at_most(src: &dyn ParamSource, name: &str, max: usize, field: &mut usize) {
+    if let Some(ParamValue::Size(n)) = src.get(spec(name)) {
+        if n <= max {
+            *field = n;
+        } else {
+            diag!(
+                Warn,
+                Core,
+                "FI_DIWARP_{}={n} exceeds {max}; using {}",
+                name.to_uppercase(),
+                *field
+            );
+        }
+    }
+}
+
 impl Config {
     pub fn from_source(src: &dyn ParamSource) -> Config {
         let mut c = Config::default();
-        let spec = |name: &str| PARAMS.iter().find(|p| p.name == name).expect("listed");
         if let Some(ParamValue::Str(s)) = src.get(spec(IFACE)) {
             if !s.is_empty() {
                 c.iface = Some(s);
             }
         }
-        if let Some(ParamValue::Size(n)) = src.get(spec(EAGER_SIZE)) {
-            if n <= EAGER_MAX {
-                c.eager_size = n;
-            } else {
-                diag!(
-                    Warn,
-                    Core,
-                    "FI_DIWARP_EAGER_SIZE={n} exceeds {EAGER_MAX}; using {}",
-                    c.eager_size
-                );
-            }
-        }
+        size_at_most(src, EAGER_SIZE, EAGER_MAX, &mut c.eager_size);
         if let Some(ParamValue::Int(ms)) = src.get(spec(LINGER_MS)) {
             if (0..=LINGER_MAX_MS).contains(&ms) {
                 c.linger = Duration::from_millis(ms as u64);
@@ -217,30 +227,13 @@ impl Config {
                 );
             }
         }
-        if let Some(ParamValue::Size(n)) = src.get(spec(CONNECTED_PEERS)) {
-            if n <= CONNECTED_PEERS_MAX {
-                c.connected_peers = n;
-            } else {
-                diag!(
-                    Warn,
-                    Core,
-                    "FI_DIWARP_CONNECTED_PEERS={n} exceeds {CONNECTED_PEERS_MAX}; using {}",
-                    c.connected_peers
-                );
-            }
-        }
-        if let Some(ParamValue::Size(n)) = src.get(spec(PUSH_SIZE)) {
-            if n <= PUSH_SIZE_MAX {
-                c.push_size = n;
-            } else {
-                diag!(
-                    Warn,
-                    Core,
-                    "FI_DIWARP_PUSH_SIZE={n} exceeds {PUSH_SIZE_MAX}; using {}",
-                    c.push_size
-                );
-            }
-        }
+        size_at_most(
+            src,
+            CONNECTED_PEERS,
+            CONNECTED_PEERS_MAX,
+            &mut c.connected_peers,
+        );
+        size_at_most(src, PUSH_SIZE, PUSH_SIZE_MAX, &mut c.push_size);
         c
     }
 }

@@ -403,18 +403,19 @@ impl State {
         }
         s.cleared = true;
         let n = usize::try_from(wanted).unwrap_or(usize::MAX).min(s.len);
-        let start = if taken { s.pushed.min(n) } else { 0 };
-        // Pushed chunks still queued that the receiver will not keep need not go.
+        // The receiver keeps the pushed bytes below `kept`.
+        let kept = if taken { s.pushed.min(n) } else { 0 };
+        // Pushed chunks still queued from there on need not go.
         let mut unqueued = 0;
-        if s.pushed > if taken { n } else { 0 } {
+        if s.pushed > kept {
             let before = self.backlog.len();
             self.backlog.retain(|o| {
                 !matches!(o, Outgoing::Chunk { send, recv_id: None, offset, .. }
-                    if *send == handle && (!taken || *offset >= n))
+                    if *send == handle && *offset >= kept)
             });
             unqueued = (before - self.backlog.len()) as u32;
         }
-        let added = self.submit_chunks(handle, Some(recv_id), start..n);
+        let added = self.submit_chunks(handle, Some(recv_id), kept..n);
         let s = self.sends.get_mut(&handle).expect("looked up above");
         s.outstanding = s.outstanding - unqueued + added;
         if s.outstanding == 0 {
@@ -835,33 +836,26 @@ impl State {
         let taken = !matches!(pushes, Pushes::None);
         self.send_cts(from, handle, recv_id, d.placed, taken);
         let key = (from.addr, handle);
-        let mut r = RndvRecv {
-            kind,
-            delivery: d,
-            from: from.addr,
-            got: 0,
-            last: Instant::now(),
-            push_key: taken.then_some(key),
-        };
-        if let Pushes::Parked(pieces) = pushes {
-            for (offset, bytes) in pieces {
-                if let Some(b) = clip(&r.delivery, offset, &bytes) {
-                    r.delivery
-                        .recv
-                        .mem
-                        .write_at(r.delivery.offset + offset as usize, b);
-                    r.got += b.len();
-                }
-            }
-            if r.got >= r.delivery.placed {
-                self.finish_recv(kind, &r.delivery);
-                return;
-            }
-        }
+        self.rndv.insert(
+            recv_id,
+            RndvRecv {
+                kind,
+                delivery: d,
+                from: from.addr,
+                got: 0,
+                last: Instant::now(),
+                push_key: taken.then_some(key),
+            },
+        );
         if taken {
             self.pushing_into.insert(key, recv_id);
         }
-        self.rndv.insert(recv_id, r);
+        // Held chunks go in as later ones will; the last byte completes the receive.
+        if let Pushes::Parked(pieces) = pushes {
+            for (offset, bytes) in pieces {
+                self.push_into(from.addr, recv_id, offset, &bytes, false);
+            }
+        }
     }
 
     // ---- arrivals -----------------------------------------------------------------------
