@@ -173,6 +173,65 @@ fn prefixed_sends_arrive_as_prefix_then_data() {
 }
 
 #[test]
+fn corked_sends_wait_for_uncork_then_arrive_in_order() {
+    let c = QpConfig::default();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    let to_b = ah_of(&b);
+    // One message first, so the session is up and the corked ones are not held by the
+    // handshake instead.
+    post(&mut b, 0, 10);
+    send(&mut a, to_b, 0, b"hello", true);
+    let mut got = [Vec::new(), Vec::new()];
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+        g[0].len() == 1 && g[1].len() == 1
+    });
+    let sizes = [100, 60_000, 60_000, 8_000];
+    for (i, &size) in sizes.iter().enumerate() {
+        post(&mut b, 1 + i as u64, size);
+    }
+    let read_before = b.rd_stats().unwrap().datagrams_read;
+    a.cork();
+    for (i, &size) in sizes.iter().enumerate() {
+        send(&mut a, to_b, 1 + i as u64, &pattern(size, i as u64), true);
+    }
+    // Only the receiver polls: the sender's own poll would send what it holds.
+    let until = Instant::now() + Duration::from_millis(20);
+    let mut out = Vec::new();
+    while Instant::now() < until {
+        b.poll_cq(&mut out, 8).unwrap();
+    }
+    assert!(out.is_empty(), "corked sends arrived: {out:?}");
+    assert_eq!(b.rd_stats().unwrap().datagrams_read, read_before);
+    a.uncork();
+    let mut got = [Vec::new(), Vec::new()];
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+        g[0].len() == sizes.len() && g[1].len() == sizes.len()
+    });
+    for (i, wc) in got[1].iter().enumerate() {
+        assert_eq!((wc.wr_id, wc.status), (1 + i as u64, WcStatus::Success));
+        assert!(
+            wc.data() == &pattern(sizes[i], i as u64)[..],
+            "message {i} differs"
+        );
+    }
+    let sent: Vec<u64> = got[0].iter().map(|wc| wc.wr_id).collect();
+    assert_eq!(sent, [1, 2, 3, 4]);
+    // Uncorked, a send leaves when posted again.
+    post(&mut b, 9, 10);
+    send(&mut a, to_b, 9, b"again", true);
+    let mut out = Vec::new();
+    let start = Instant::now();
+    while out.is_empty() {
+        b.poll_cq(&mut out, 8).unwrap();
+        assert!(
+            start.elapsed() < DEADLINE,
+            "an uncorked send did not leave by itself"
+        );
+    }
+    assert_eq!(out[0].data(), b"again");
+}
+
+#[test]
 fn limits_and_a_missing_address_handle() {
     let c = QpConfig::default();
     let mut a = rd(&c);

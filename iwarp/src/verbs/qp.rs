@@ -425,6 +425,24 @@ impl QueuePair {
         }
     }
 
+    /// RD: sends posted from now on wait for [`QueuePair::uncork`] instead of leaving one
+    /// by one. A burst of posts (a message and its chunks) then leaves in batched system
+    /// calls, and only its last datagram asks the peer for a prompt ACK: posted one by one,
+    /// each would be the last queued when it left and ask for an ACK of its own. Other
+    /// kinds send as before.
+    pub fn cork(&mut self) {
+        if let Path::Rd(rd) = &mut self.path {
+            rd.cork();
+        }
+    }
+
+    /// Sends what was posted since [`QueuePair::cork`].
+    pub fn uncork(&mut self) {
+        if let Path::Rd(rd) = &mut self.path {
+            rd.uncork();
+        }
+    }
+
     /// Posts a receive buffer (allowed in Init, before the queue pair is connected). In the
     /// Error state it completes at once with `FlushError`, which hands the buffer back.
     /// `QueueFull` drops the buffer; [`QueuePair::try_post_recv`] returns it instead.

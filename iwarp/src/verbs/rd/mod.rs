@@ -117,6 +117,8 @@ pub(crate) struct RdPath {
     next_msn: u32,
     /// The last poll left the engine's events for this one.
     events_deferred: bool,
+    /// Posted sends wait for [`RdPath::uncork`] instead of leaving one by one.
+    corked: bool,
     /// The queue pair's own counters, plus those of closed sessions.
     stats: RdStats,
     /// Peers that may still get a connected send socket ([`conn`]).
@@ -187,6 +189,7 @@ impl RdPath {
             pool: BufPool::default(),
             next_msn: 1,
             events_deferred: false,
+            corked: false,
             stats: RdStats::default(),
             connect_left,
             send_buffer,
@@ -354,8 +357,22 @@ impl RdPath {
             }
             _ => p.waiting.push_back(out),
         }
-        self.transmit(now);
+        if !self.corked {
+            self.transmit(now);
+        }
         Ok(())
+    }
+
+    /// Holds posted sends back until [`RdPath::uncork`].
+    pub(crate) fn cork(&mut self) {
+        self.corked = true;
+    }
+
+    /// Sends what [`RdPath::cork`] held back.
+    pub(crate) fn uncork(&mut self) {
+        if std::mem::take(&mut self.corked) {
+            self.transmit(Instant::now());
+        }
     }
 
     /// One round of progress: release held fault datagrams, complete what waited for
