@@ -163,10 +163,13 @@ impl DataPath {
                 }
             }
         };
-        let wr_id = self.st.id();
         // An inject's completion was reported when it was copied, and its failure has nobody
-        // to tell: unsignaled, so the queue pair does not hurry the peer's ACK for it.
-        let signaled = !matches!(role, Role::Free);
+        // to tell: unsignaled, so the queue pair does not hurry the peer's ACK for it. An RTS
+        // or a CTS goes unsignaled too, its role in the request id for the error completion.
+        let (wr_id, signaled) = match role.quiet_id() {
+            Some(id) => (id, false),
+            None => (self.st.id(), !matches!(role, Role::Free)),
+        };
         let wr = SendWrOwned {
             wr_id,
             opcode: SendOpcode::Send,
@@ -210,7 +213,9 @@ impl DataPath {
             };
             for wc in wcs.drain(..) {
                 if wc.opcode == WcOpcode::Send {
-                    if let Some(role) = self.st.roles.remove(&wc.wr_id) {
+                    let role =
+                        Role::from_quiet_id(wc.wr_id).or_else(|| self.st.roles.remove(&wc.wr_id));
+                    if let Some(role) = role {
                         self.st.send_part_done(role, wc.status == WcStatus::Success);
                     }
                 }

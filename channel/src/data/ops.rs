@@ -103,6 +103,39 @@ pub enum Role {
     Free,
 }
 
+/// Marks the request id of a send posted unsignaled that still has a role; bit 62 then tells
+/// a CTS from an RTS, and the bits below hold the id of the receive or send.
+const QUIET: u64 = 1 << 63;
+const QUIET_CTS: u64 = 1 << 62;
+
+impl Role {
+    /// The request id of an RTS or a CTS, posted unsignaled: nobody waits for its
+    /// acknowledgement (the sender waits for the CTS, the receiver for the data), so the peer
+    /// need not hurry its ACK, which on a CTS cost an ACK datagram per rendezvous message. Its
+    /// failure still completes (errors complete unsignaled sends too), and the id names what
+    /// failed without a table entry, which a success would never remove. `None`: signal it.
+    pub fn quiet_id(self) -> Option<u64> {
+        match self {
+            Role::Rts { send } if send < QUIET_CTS => Some(QUIET | send),
+            Role::Cts { recv } if recv < QUIET_CTS => Some(QUIET | QUIET_CTS | recv),
+            _ => None,
+        }
+    }
+
+    /// The role a [`Role::quiet_id`] names.
+    pub fn from_quiet_id(id: u64) -> Option<Role> {
+        if id & QUIET == 0 {
+            return None;
+        }
+        let n = id & (QUIET_CTS - 1);
+        Some(if id & QUIET_CTS != 0 {
+            Role::Cts { recv: n }
+        } else {
+            Role::Rts { send: n }
+        })
+    }
+}
+
 /// A send not yet handed to the queue pair (it was full), in posting order.
 #[derive(Debug)]
 pub enum Outgoing {
@@ -119,4 +152,40 @@ pub enum Outgoing {
         offset: usize,
         len: usize,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_request_ids_name_their_role_and_no_other_id() {
+        for role in [
+            Role::Rts { send: 7 },
+            Role::Cts { recv: 7 },
+            Role::Cts { recv: 0 },
+        ] {
+            let id = role.quiet_id().unwrap();
+            assert_eq!(Role::from_quiet_id(id), Some(role));
+        }
+        assert_ne!(
+            Role::Rts { send: 7 }.quiet_id(),
+            Role::Cts { recv: 7 }.quiet_id()
+        );
+        let peer = "127.0.0.1:1".parse().unwrap();
+        for role in [
+            Role::Part { send: 7 },
+            Role::Chunk { send: 7 },
+            Role::Free,
+            Role::Ping { peer },
+        ] {
+            assert_eq!(role.quiet_id(), None, "{role:?}");
+        }
+        // Ids too large to carry a role are signaled instead.
+        assert_eq!(Role::Cts { recv: 1 << 62 }.quiet_id(), None);
+        // Request ids from the endpoint's counter name no role.
+        for id in [0, 1, 1 << 40, (1 << 63) - 1] {
+            assert_eq!(Role::from_quiet_id(id), None);
+        }
+    }
 }

@@ -356,6 +356,8 @@ fn expect_eio(s: &Side, other: &Side, ctx: usize) {
 #[test]
 fn rendezvous_receive_fails_when_its_sender_is_gone_before_the_cts() {
     let (a, b) = pair_with_peer_timeout(Duration::from_millis(300));
+    // Only the CTS's failure may end the receive here, not B's watch on silent senders.
+    b.ep.with_data(|d| d.set_stall_limit(Duration::from_secs(600)));
     send(&a, 1, Kind::Tagged, 9, pattern(1 << 20, 3), 1);
     // The RTS is acknowledged (B holds it as unexpected); then A goes away.
     let deadline = Instant::now() + Duration::from_secs(10);
