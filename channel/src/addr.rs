@@ -7,7 +7,29 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// `d1 57` ("diwarp"), then the format version.
 const MAGIC: [u8; 2] = [0xd1, 0x57];
-const VERSION: u8 = 2;
+/// Raised with every change to what ranks send each other that an older build would misread
+/// (3: pushed rendezvous chunks, which a build of version 2 refuses as malformed while its
+/// sender waits for an answer that never comes). Ranks of two builds then fail at
+/// `fi_av_insert`, saying why, instead of hanging.
+const VERSION: u8 = 3;
+
+/// Why bytes are not a diwarp endpoint name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("{0} bytes, not {len}", len = EpName::LEN)]
+    Length(usize),
+    #[error("not a diwarp endpoint name")]
+    Foreign,
+    #[error(
+        "the name of a diwarp build that speaks protocol version {0}, and this one speaks \
+         {VERSION}: every rank must load the same libdiwarp-fi.so"
+    )]
+    Version(u8),
+    #[error("unknown address family {0}")]
+    Family(u8),
+    #[error("UDP port 0")]
+    Port,
+}
 
 /// An endpoint's address: the UDP socket every peer starts on, the number of the queue pair
 /// behind it (datagrams name their destination queue pair), the TCP port an RC connection is
@@ -52,29 +74,34 @@ impl EpName {
         b
     }
 
-    /// Parses a name; `None` for anything diwarp did not produce (wrong length, magic, version,
-    /// family, or a zero UDP port).
-    pub fn decode(b: &[u8]) -> Option<EpName> {
-        if b.len() != Self::LEN || b[..2] != MAGIC || b[2] != VERSION {
-            return None;
+    /// Parses a name, refusing anything this build did not produce (wrong length, magic,
+    /// version, family, or a zero UDP port).
+    pub fn decode(b: &[u8]) -> Result<EpName, NameError> {
+        let b: &[u8; Self::LEN] = b.try_into().map_err(|_| NameError::Length(b.len()))?;
+        if b[..2] != MAGIC {
+            return Err(NameError::Foreign);
+        }
+        if b[2] != VERSION {
+            return Err(NameError::Version(b[2]));
         }
         let ip = match b[3] {
             4 if b[12..24].iter().all(|&x| x == 0) => {
                 IpAddr::V4(Ipv4Addr::new(b[8], b[9], b[10], b[11]))
             }
-            6 => IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&b[8..24]).ok()?)),
-            _ => return None,
+            4 => return Err(NameError::Foreign),
+            6 => IpAddr::V6(Ipv6Addr::from(*b[8..24].first_chunk().expect("16 bytes"))),
+            f => return Err(NameError::Family(f)),
         };
         let udp_port = u16::from_be_bytes([b[4], b[5]]);
         if udp_port == 0 {
-            return None;
+            return Err(NameError::Port);
         }
-        Some(EpName {
+        Ok(EpName {
             ip,
             udp_port,
-            qpn: u32::from_be_bytes(b[32..36].try_into().ok()?),
+            qpn: u32::from_be_bytes([b[32], b[33], b[34], b[35]]),
             tcp_port: u16::from_be_bytes([b[6], b[7]]),
-            nonce: u64::from_be_bytes(b[24..32].try_into().ok()?),
+            nonce: u64::from_be_bytes(*b[24..32].first_chunk().expect("8 bytes")),
         })
     }
 }
@@ -121,24 +148,35 @@ mod tests {
         for n in names() {
             let b = n.encode();
             assert_eq!(b.len(), EpName::LEN);
-            assert_eq!(EpName::decode(&b), Some(n));
+            assert_eq!(EpName::decode(&b), Ok(n));
         }
     }
 
     #[test]
     fn foreign_bytes_are_refused() {
         let good = names()[0].encode();
-        assert_eq!(EpName::decode(&good[..35]), None);
-        assert_eq!(EpName::decode(&[0u8; EpName::LEN]), None);
-        // Magic, version, family, a zero UDP port, stray bytes after an IPv4 address.
-        for (i, v) in [(0, 0u8), (2, 1), (3, 5), (20, 1)] {
+        assert_eq!(EpName::decode(&good[..35]), Err(NameError::Length(35)));
+        assert_eq!(EpName::decode(&[0u8; EpName::LEN]), Err(NameError::Foreign));
+        // Magic, version, family, stray bytes after an IPv4 address.
+        for (i, v, e) in [
+            (0, 0u8, NameError::Foreign),
+            (2, 2, NameError::Version(2)),
+            (3, 5, NameError::Family(5)),
+            (20, 1, NameError::Foreign),
+        ] {
             let mut b = good;
             b[i] = v;
-            assert_eq!(EpName::decode(&b), None, "byte {i}");
+            assert_eq!(EpName::decode(&b), Err(e), "byte {i}");
         }
         let mut b = good;
         b[4..6].fill(0);
-        assert_eq!(EpName::decode(&b), None, "port 0");
+        assert_eq!(EpName::decode(&b), Err(NameError::Port), "port 0");
+        // What a user reads when two builds meet.
+        let why = NameError::Version(2).to_string();
+        assert!(
+            why.contains("version 2") && why.contains("speaks 3"),
+            "{why}"
+        );
     }
 
     #[test]

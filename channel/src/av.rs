@@ -11,11 +11,13 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::addr::EpName;
+use crate::addr::{EpName, NameError};
+use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
 use crate::ffi::sys::{FI_AV_MAP, FI_AV_TABLE, FI_AV_UNSPEC, FI_MORE, FI_SYNC_ERR};
 use crate::hash::Map;
+use crate::log::{misconfigured, Subsys};
 
 /// `FI_ADDR_NOTAVAIL`: the handle of an address that could not be inserted.
 pub const ADDR_NOTAVAIL: u64 = u64::MAX;
@@ -106,7 +108,7 @@ impl AddressVector {
         };
         for chunk in names.chunks_exact(EpName::LEN) {
             match EpName::decode(chunk) {
-                Some(name) => {
+                Ok(name) => {
                     let handle = t.slots.len() as u64;
                     out.handles.push(handle);
                     out.errors.push(Errno(0));
@@ -114,7 +116,14 @@ impl AddressVector {
                     t.by_addr.insert(name.udp_addr(), handle);
                     out.count += 1;
                 }
-                None => {
+                Err(why) => {
+                    let what = format_args!("address {} refused: {why}", straddr(chunk));
+                    match why {
+                        NameError::Version(_) => {
+                            misconfigured(Subsys::Av, module_path!(), line!(), what)
+                        }
+                        _ => diag!(Warn, Av, "{what}"),
+                    }
                     out.handles.push(ADDR_NOTAVAIL);
                     out.errors.push(Errno::INVAL);
                 }
@@ -178,8 +187,8 @@ impl AddressVector {
 /// `fi_av_straddr`: a printable form of any address bytes, ours or not.
 pub fn straddr(bytes: &[u8]) -> String {
     match EpName::decode(bytes) {
-        Some(n) => n.to_string(),
-        None => {
+        Ok(n) => n.to_string(),
+        Err(_) => {
             let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
             format!("diwarp://?{hex}")
         }
@@ -225,12 +234,14 @@ mod tests {
     #[test]
     fn bad_names_are_not_counted() {
         let av = av(FI_AV_TABLE);
-        let mut bytes = packed(&[name(1), name(2)]);
+        let mut bytes = packed(&[name(1), name(2), name(3)]);
         bytes[EpName::LEN] ^= 0xff;
+        // The name of a rank running another build (an older name format).
+        bytes[2 * EpName::LEN + 2] -= 1;
         let r = av.insert(&bytes, FI_SYNC_ERR).unwrap();
         assert_eq!(r.count, 1);
-        assert_eq!(r.handles, [0, ADDR_NOTAVAIL]);
-        assert_eq!(r.errors, [Errno(0), Errno::INVAL]);
+        assert_eq!(r.handles, [0, ADDR_NOTAVAIL, ADDR_NOTAVAIL]);
+        assert_eq!(r.errors, [Errno(0), Errno::INVAL, Errno::INVAL]);
     }
 
     #[test]

@@ -571,7 +571,7 @@ mod tests {
         assert_ne!(n.udp_port, 0);
         assert_ne!(n.qpn, 0);
         assert!(UdpSocket::bind(n.udp_addr()).is_err(), "the port is taken");
-        assert_eq!(EpName::decode(&n.encode()), Some(n));
+        assert_eq!(EpName::decode(&n.encode()), Ok(n));
     }
 
     #[test]

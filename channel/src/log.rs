@@ -43,6 +43,19 @@ pub fn write(level: Level, subsys: Subsys, func: &str, line: u32, args: fmt::Arg
     ffi::log::emit(level, subsys, func, line, &msg);
 }
 
+/// A setup that cannot work (ranks of different builds): logged as a warning, and said on
+/// stderr once per process when warnings are off, because MPI then stops with a message of
+/// its own that does not say why.
+pub fn misconfigured(subsys: Subsys, func: &str, line: u32, args: fmt::Arguments<'_>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if enabled(Level::Warn, subsys) {
+        write(Level::Warn, subsys, func, line, args);
+    } else if !SAID.swap(true, Ordering::Relaxed) {
+        eprintln!("diwarp: {args}");
+    }
+}
+
 /// `diag!(Level, Subsys, "format", args...)`: logs through libfabric when that level is on.
 #[macro_export]
 macro_rules! diag {
