@@ -77,13 +77,16 @@ impl EpName {
     /// Parses a name, refusing anything this build did not produce (wrong length, magic,
     /// version, family, or a zero UDP port).
     pub fn decode(b: &[u8]) -> Result<EpName, NameError> {
-        let b: &[u8; Self::LEN] = b.try_into().map_err(|_| NameError::Length(b.len()))?;
-        if b[..2] != MAGIC {
+        // Magic and version first: another version's name may have another length.
+        if b.get(..2) != Some(&MAGIC[..]) {
             return Err(NameError::Foreign);
         }
-        if b[2] != VERSION {
-            return Err(NameError::Version(b[2]));
+        match b.get(2) {
+            Some(&VERSION) => {}
+            Some(&v) => return Err(NameError::Version(v)),
+            None => return Err(NameError::Length(b.len())),
         }
+        let b: &[u8; Self::LEN] = b.try_into().map_err(|_| NameError::Length(b.len()))?;
         let ip = match b[3] {
             4 if b[12..24].iter().all(|&x| x == 0) => {
                 IpAddr::V4(Ipv4Addr::new(b[8], b[9], b[10], b[11]))
@@ -156,6 +159,13 @@ mod tests {
     fn foreign_bytes_are_refused() {
         let good = names()[0].encode();
         assert_eq!(EpName::decode(&good[..35]), Err(NameError::Length(35)));
+        assert_eq!(EpName::decode(&good[..2]), Err(NameError::Length(2)));
+        assert_eq!(EpName::decode(&[0xd1]), Err(NameError::Foreign));
+        // Another version's name of another length still says which version it is.
+        let mut longer = good.to_vec();
+        longer[2] = 4;
+        longer.push(0);
+        assert_eq!(EpName::decode(&longer), Err(NameError::Version(4)));
         assert_eq!(EpName::decode(&[0u8; EpName::LEN]), Err(NameError::Foreign));
         // Magic, version, family, stray bytes after an IPv4 address.
         for (i, v, e) in [

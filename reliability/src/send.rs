@@ -319,8 +319,9 @@ impl Sender {
         if awaited {
             self.awaited_end = self.next_msg;
         } else if !self.awaits_ack() {
-            // Kept near the window, so it cannot drift 2^31 messages behind and wrap.
-            self.awaited_end = id;
+            // Kept at the window's edge, so it cannot drift 2^31 messages behind and wrap, nor
+            // (set past an unacknowledged message) make unawaited messages look awaited.
+            self.awaited_end = self.unacked_msg;
         }
         let m = Outgoing {
             id,

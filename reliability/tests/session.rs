@@ -195,12 +195,19 @@ fn a_message_nobody_waits_on_leaves_its_ack_to_the_usual_delay() {
     let d = drain(&mut a, t0);
     assert_eq!(d.len(), 1);
     assert!(!flags(&d[0]));
-    b.handle_datagram(t0, &d[0], &mut sink).unwrap();
+    // A second one while the first is unacknowledged does not ask either.
+    lazy(&mut a, t0, 2);
+    let d2 = drain(&mut a, t0);
+    assert_eq!(d2.len(), 1);
+    assert!(!flags(&d2[0]));
+    for d in d.iter().chain(&d2) {
+        b.handle_datagram(t0, d, &mut sink).unwrap();
+    }
     assert_eq!(b.poll_timeout(), Some(t0 + Duration::from_micros(100)));
     // An awaited message still unacknowledged: a later unawaited one, the last queued, asks
     // for the early ACK on its behalf (a cumulative ACK covers both).
-    a.send(t0, vec![2u8; 100]).unwrap();
-    lazy(&mut a, t0, 3);
+    a.send(t0, vec![3u8; 100]).unwrap();
+    lazy(&mut a, t0, 4);
     let d = drain(&mut a, t0);
     let soon: Vec<bool> = d.iter().map(|d| flags(d)).collect();
     // Coalesced into one datagram or not, only the last asks.
@@ -213,7 +220,7 @@ fn a_message_nobody_waits_on_leaves_its_ack_to_the_usual_delay() {
     let t1 = t0 + Duration::from_micros(10);
     timed_ack(&mut b, &mut a, t1);
     // Everything acknowledged: unawaited messages alone no longer ask.
-    lazy(&mut a, t1, 4);
+    lazy(&mut a, t1, 5);
     let d = drain(&mut a, t1);
     assert_eq!(d.len(), 1);
     assert!(!flags(&d[0]));
@@ -223,7 +230,7 @@ fn a_message_nobody_waits_on_leaves_its_ack_to_the_usual_delay() {
         .iter()
         .map(|(_, m, _)| m.as_ref().expect("inline")[0])
         .collect();
-    assert_eq!(got, [1, 2, 3, 4]);
+    assert_eq!(got, [1, 2, 3, 4, 5]);
 }
 
 #[test]

@@ -116,20 +116,23 @@ impl DataPath {
     }
 
     fn flush_backlog(&mut self) {
-        if self.st.backlog.is_empty() {
-            return;
-        }
-        // A rendezvous request and its pushed chunks leave together: one system call, and
-        // one prompt ACK asked for the lot rather than one per chunk.
-        self.qp.cork();
+        let mut posted = false;
         while let Some(o) = self.st.backlog.front() {
             if !self.can_post(o) {
                 break;
             }
+            if !posted {
+                // A rendezvous request and its pushed chunks leave together: one system call,
+                // and one prompt ACK asked for the lot rather than one per chunk.
+                self.qp.cork();
+                posted = true;
+            }
             let o = self.st.backlog.pop_front().expect("front exists");
             self.post(o);
         }
-        self.qp.uncork();
+        if posted {
+            self.qp.uncork();
+        }
     }
 
     fn post(&mut self, o: Outgoing) {

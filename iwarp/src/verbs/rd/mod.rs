@@ -200,8 +200,8 @@ impl RdPath {
         self.local
     }
 
-    /// Queues one message for `wr.ah`. It leaves at once as far as the window allows; the
-    /// rest goes from `poll_cq`. The caller's data is only borrowed and must outlive the
+    /// Queues one message for `wr.ah`. It leaves at once as far as the window allows (unless
+    /// corked, then at [`RdPath::uncork`]); the rest goes from `poll_cq`. The caller's data is only borrowed and must outlive the
     /// acknowledgement: it is copied once, header in front.
     pub(crate) fn post_send(
         &mut self,
@@ -329,7 +329,7 @@ impl RdPath {
     }
 
     /// Hands a prepared message to the peer's session, or queues it behind the handshake or a
-    /// full send buffer, and sends what the window allows.
+    /// full send buffer, and sends what the window allows unless corked.
     fn enqueue(
         &mut self,
         q: &mut WorkQueues,
