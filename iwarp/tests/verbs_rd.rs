@@ -172,19 +172,24 @@ fn prefixed_sends_arrive_as_prefix_then_data() {
     }
 }
 
-#[test]
-fn corked_sends_wait_for_uncork_then_arrive_in_order() {
-    let c = QpConfig::default();
-    let (mut a, mut b) = (rd(&c), rd(&c));
+/// Two queue pairs whose session is up: one message went from the first to the second.
+fn connected(c: &QpConfig) -> (QueuePair, QueuePair, AddressHandle) {
+    let (mut a, mut b) = (rd(c), rd(c));
     let to_b = ah_of(&b);
-    // One message first, so the session is up and the corked ones are not held by the
-    // handshake instead.
     post(&mut b, 0, 10);
-    send(&mut a, to_b, 0, b"hello", true);
+    send(&mut a, to_b, 1, b"first", true);
     let mut got = [Vec::new(), Vec::new()];
     pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
         g[0].len() == 1 && g[1].len() == 1
     });
+    assert_eq!(got[1][0].data(), b"first");
+    (a, b, to_b)
+}
+
+#[test]
+fn corked_sends_wait_for_uncork_then_arrive_in_order() {
+    // The session is up, so the corked sends are not held by the handshake instead.
+    let (mut a, mut b, to_b) = connected(&QpConfig::default());
     let sizes = [100, 60_000, 60_000, 8_000];
     for (i, &size) in sizes.iter().enumerate() {
         post(&mut b, 1 + i as u64, size);
@@ -531,15 +536,7 @@ fn a_peer_that_never_answers_fails_the_send() {
 #[test]
 fn a_peer_that_vanishes_fails_pending_sends() {
     let c = short_limit();
-    let (mut a, mut b) = (rd(&c), rd(&c));
-    let to_b = ah_of(&b);
-    post(&mut b, 0, 10);
-    send(&mut a, to_b, 1, b"first", true);
-    let mut got = [Vec::new(), Vec::new()];
-    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
-        g[0].len() == 1 && g[1].len() == 1
-    });
-    assert_eq!(got[1][0].data(), b"first");
+    let (mut a, b, to_b) = connected(&c);
     drop(b);
     let start = Instant::now();
     send(&mut a, to_b, 2, &pattern(300_000, 9), true);
