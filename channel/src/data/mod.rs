@@ -641,10 +641,10 @@ impl State {
                 self.finish_recv(kind, &d);
             }
             Held::Rndv { handle, from } => {
-                let pushes = match self.parked.take((from.addr, handle)) {
-                    Some(pieces) => Pushes::Parked(pieces),
-                    None => Pushes::None,
-                };
+                let pushes = self
+                    .parked
+                    .take((from.addr, handle))
+                    .map_or(Pushes::None, Pushes::Parked);
                 self.start_rndv(kind, t.delivery, handle, from, pushes);
             }
         }

@@ -285,75 +285,75 @@ mod tests {
         eager(&mut b, 3, &m(Kind::Tagged, Some(7), 3));
         b.extend_from_slice(b"abc");
         assert_eq!(
-            parse(&b).map(|(q, m)| {
-                assert_eq!(q, 3);
-                m
-            }),
-            Ok(Msg::Eager {
-                m: m(Kind::Tagged, Some(7), 3),
-                payload: b"abc"
-            })
+            parse(&b),
+            Ok((
+                3,
+                Msg::Eager {
+                    m: m(Kind::Tagged, Some(7), 3),
+                    payload: b"abc"
+                }
+            ))
         );
         b.clear();
         for pushed in [false, true] {
             b.clear();
             rts(&mut b, 3, &m(Kind::Msg, None, 1 << 40), 99, pushed);
             assert_eq!(
-                parse(&b).map(|(q, m)| {
-                    assert_eq!(q, 3);
-                    m
-                }),
-                Ok(Msg::Rts {
-                    m: m(Kind::Msg, None, 1 << 40),
-                    handle: 99,
-                    pushed
-                })
+                parse(&b),
+                Ok((
+                    3,
+                    Msg::Rts {
+                        m: m(Kind::Msg, None, 1 << 40),
+                        handle: 99,
+                        pushed
+                    }
+                ))
             );
         }
         for taken in [false, true] {
             b.clear();
             cts(&mut b, 3, 1, 2, 3, taken);
             assert_eq!(
-                parse(&b).map(|(q, m)| {
-                    assert_eq!(q, 3);
-                    m
-                }),
-                Ok(Msg::Cts {
-                    handle: 1,
-                    recv_id: 2,
-                    wanted: 3,
-                    taken
-                })
+                parse(&b),
+                Ok((
+                    3,
+                    Msg::Cts {
+                        handle: 1,
+                        recv_id: 2,
+                        wanted: 3,
+                        taken
+                    }
+                ))
             );
         }
         b.clear();
         data(&mut b, 3, Some(5), 7, 6);
         b.push(9);
         assert_eq!(
-            parse(&b).map(|(q, m)| {
-                assert_eq!(q, 3);
-                m
-            }),
-            Ok(Msg::Data {
-                recv_id: 5,
-                offset: 6,
-                payload: &[9]
-            })
+            parse(&b),
+            Ok((
+                3,
+                Msg::Data {
+                    recv_id: 5,
+                    offset: 6,
+                    payload: &[9]
+                }
+            ))
         );
         assert!(is_data(&b));
         b.clear();
         data(&mut b, 3, None, 7, 6);
         b.push(9);
         assert_eq!(
-            parse(&b).map(|(q, m)| {
-                assert_eq!(q, 3);
-                m
-            }),
-            Ok(Msg::Push {
-                handle: 7,
-                offset: 6,
-                payload: &[9]
-            })
+            parse(&b),
+            Ok((
+                3,
+                Msg::Push {
+                    handle: 7,
+                    offset: 6,
+                    payload: &[9]
+                }
+            ))
         );
         assert!(!is_data(&b), "a push waits for its turn");
         b.clear();
