@@ -343,7 +343,7 @@ impl Endpoint {
         let m = d.memory();
         let rd = d.rd_stats().unwrap_or_default();
         let line = format!(
-            "diwarp-mem pid={} ep={} queue_pair={} send_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} push_placed={} push_parked={} push_dropped={} datagrams_sent={} retransmits={} spurious_retransmits={} lost_acks={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} acks_sent={} progress_wakes={} peers={} connected_peers={} connected_sends={} datagram_size={} gso_sends={} gro_runs={}\n",
+            "diwarp-mem pid={} ep={} queue_pair={} send_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} push_placed={} push_parked={} push_dropped={} datagrams_sent={} retransmits={} spurious_retransmits={} lost_acks={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} acks_sent={} progress_wakes={} peers={} connected_peers={} crc_peers={} connected_sends={} datagram_size={} gso_sends={} gro_runs={}\n",
             std::process::id(),
             self.name,
             m.queue_pair,
@@ -370,6 +370,7 @@ impl Endpoint {
             self.wakes.load(Ordering::Relaxed),
             rd.peers,
             rd.connected_peers,
+            rd.crc_peers,
             rd.connected_sends,
             rd.max_datagram_size,
             rd.gso_sends,

@@ -65,10 +65,12 @@ pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: CRC,
         kind: ParamKind::Bool,
-        help: "Ask for a CRC32c on every datagram (datagram-iWARP's trailer; default: on). \
-               Two ranks use it both ways if either asks (MPA's rule); off on both saves a \
-               pass over every byte at each end and leaves integrity to the UDP checksum \
-               and the link's",
+        help: "Ask for a CRC32c on every datagram (datagram-iWARP's trailer). Two ranks use \
+               it both ways if either asks (MPA's rule). Default: asked of ranks on other \
+               hosts, not of ranks on this one, whose datagrams the kernel copies from memory \
+               to memory (it checksums neither UDP nor TCP on loopback). 1: asked of every \
+               rank. 0: asked of none, which leaves integrity to the UDP checksum and the \
+               link's, and saves a pass over every byte at each end",
     },
     ParamSpec {
         name: DATAGRAM_SIZE,
@@ -121,6 +123,8 @@ pub struct Config {
     pub peer_timeout: Duration,
     pub mem_report: Option<String>,
     pub crc: bool,
+    /// Ask ranks on this host for the CRC too (only if `crc`).
+    pub crc_same_host: bool,
     /// `None`: follow the interface's MTU.
     pub datagram_size: Option<usize>,
     pub connected_peers: usize,
@@ -136,6 +140,7 @@ impl Default for Config {
             peer_timeout: Duration::from_millis(30_000),
             mem_report: None,
             crc: true,
+            crc_same_host: false,
             datagram_size: None,
             connected_peers: 64,
             push_size: 4 * crate::data::CHUNK,
@@ -214,6 +219,7 @@ impl Config {
         }
         if let Some(ParamValue::Bool(on)) = src.get(spec(CRC)) {
             c.crc = on;
+            c.crc_same_host = on;
         }
         if let Some(ParamValue::Size(n)) = src.get(spec(DATAGRAM_SIZE)) {
             if DATAGRAM_SIZE_RANGE.contains(&n) {
@@ -274,11 +280,14 @@ mod tests {
         assert_eq!(c.linger, Config::default().linger);
         assert_eq!(c.peer_timeout, Duration::from_secs(5));
         assert_eq!(c.mem_report, None);
-        assert!(!c.crc);
-        assert!(Config::default().crc);
+        assert!(!c.crc && !c.crc_same_host);
+        let d = Config::default();
+        assert!(d.crc && !d.crc_same_host);
         assert_eq!(c.datagram_size, Some(9000));
         assert_eq!(c.connected_peers, 0);
         assert_eq!(c.push_size, 0);
+        let on = Config::from_source(&Map(HashMap::from([(CRC, ParamValue::Bool(true))])));
+        assert!(on.crc && on.crc_same_host);
         let c = Config::from_source(&Map(HashMap::from([(
             CONNECTED_PEERS,
             ParamValue::Size(CONNECTED_PEERS_MAX + 1),

@@ -486,6 +486,43 @@ fn a_side_without_crc_gets_one_from_a_side_that_asks() {
     }
 }
 
+#[test]
+fn peers_on_one_host_skip_the_crc_unless_a_side_asks_for_it_there() {
+    let with = |crc_same_host| QpConfig {
+        crc_same_host,
+        ..QpConfig::default()
+    };
+    // (a's setting, b's setting) → whether their session carries the CRC.
+    for (sa, sb, want) in [
+        (false, false, 0),
+        (true, false, 1),
+        (false, true, 1),
+        (true, true, 1),
+    ] {
+        let (mut a, mut b) = (rd(&with(sa)), rd(&with(sb)));
+        exchange(&mut a, &mut b, 50, 8, mixed_size);
+        for qp in [&a, &b] {
+            let s = qp.rd_stats().unwrap();
+            assert_eq!(s.messages_delivered, 50);
+            assert_eq!((s.peers, s.crc_peers), (1, want), "{sa} {sb}: {s:?}");
+        }
+    }
+    // Faults stand for a wire: a queue pair with them asks whatever its setting.
+    let faulty = QpConfig {
+        crc_same_host: false,
+        faults: Some(FaultConfig {
+            duplicate: 0.01,
+            seed: 5,
+            ..FaultConfig::default()
+        }),
+        ..QpConfig::default()
+    };
+    let (mut a, mut b) = (rd(&faulty), rd(&with(false)));
+    exchange(&mut a, &mut b, 50, 8, mixed_size);
+    assert_eq!(a.rd_stats().unwrap().crc_peers, 1);
+    assert_eq!(b.rd_stats().unwrap().crc_peers, 1);
+}
+
 fn short_limit() -> QpConfig {
     QpConfig {
         rd: RdConfig {

@@ -43,6 +43,7 @@ impl DataPath {
             max_send_wr: 4 * BACKLOG_MAX,
             max_recv_wr: 1,
             crc: config.crc,
+            crc_same_host: config.crc_same_host,
             connected_peers: config.connected_peers,
             ..QpConfig::default()
         };

@@ -80,6 +80,11 @@ pub struct QpConfig {
     /// Carry a real CRC32c (UD trailer, MPA FPDU CRC). On RC and RD either side asking for it
     /// turns it on for both directions.
     pub crc: bool,
+    /// RD only: with `crc`, ask peers on this host for the CRC too (a loopback address, or
+    /// the one the socket is bound to). Their datagrams go from memory to memory through the
+    /// kernel, which itself checksums neither UDP nor TCP on loopback; off saves a pass over
+    /// every byte at each end. A queue pair with faults on always asks.
+    pub crc_same_host: bool,
     /// RC only: ask the peer for MPA markers toward us (and add them when the peer asks).
     pub markers: bool,
     /// RC only: MPA revision to request, 1 (RFC 5044) or 2 (RFC 6581, enhanced IRD/ORD).
@@ -123,6 +128,7 @@ impl Default for QpConfig {
     fn default() -> Self {
         QpConfig {
             crc: true,
+            crc_same_host: true,
             markers: false,
             mpa_revision: 2,
             max_send_wr: 256,

@@ -125,6 +125,9 @@ pub(crate) struct RdPath {
     connect_left: usize,
     /// `SO_SNDBUF` of the shared socket, given to the connected ones.
     send_buffer: usize,
+    /// Ask peers on this host for a CRC32c too ([`QpConfig::crc_same_host`], or a fault
+    /// layer, which stands for a wire).
+    crc_same_host: bool,
 }
 
 impl RdPath {
@@ -154,6 +157,7 @@ impl RdPath {
         let send_buffer = SockRef::from(&socket).send_buffer_size()?;
         let sock = DatagramSocket::new(socket, config.faults.as_ref())?;
         // The fault layer hooks the shared socket only.
+        let crc_same_host = config.crc_same_host || sock.faulty();
         let connect_left = if sock.faulty() {
             0
         } else {
@@ -193,6 +197,7 @@ impl RdPath {
             stats: RdStats::default(),
             connect_left,
             send_buffer,
+            crc_same_host,
         })
     }
 
@@ -775,6 +780,11 @@ impl RdPath {
         }
         s.peers = self.peers.len();
         s.connected_peers = self.peers.values().filter(|p| p.via.is_some()).count();
+        s.crc_peers = self
+            .endpoint
+            .sessions()
+            .filter(|(_, session)| session.config().checksum)
+            .count();
         s.gso_sends = self.tx.gso_sends;
         s.connected_sends = self.tx.via_sends;
         s.gro_runs = self.ring.as_ref().map_or(0, |r| r.gro_runs);

@@ -116,6 +116,13 @@ pub(super) struct Peer {
 }
 
 impl RdPath {
+    /// Whether this end asks for a CRC32c on its session with the peer at `addr`. Not from a
+    /// peer on this host unless configured so: their datagrams go from memory to memory
+    /// through the kernel's loopback, which checksums neither UDP nor TCP there.
+    fn asks_crc(&self, addr: SocketAddr) -> bool {
+        self.config.checksum && (self.crc_same_host || !same_host(self.local, addr))
+    }
+
     /// The peer a send to `ah` goes to, created and greeted on first use.
     pub(super) fn peer_for_send(
         &mut self,
@@ -175,7 +182,7 @@ impl RdPath {
         };
         let h = Hello {
             kind,
-            checksum: self.config.checksum,
+            checksum: self.asks_crc(addr),
             dst_qpn: p.ah.qpn,
             src_qpn: self.qpn,
             id: p.local_id,
@@ -279,7 +286,7 @@ impl RdPath {
             return;
         }
         self.stats.control_received += 1;
-        let checksum = h.checksum || self.config.checksum;
+        let checksum = h.checksum || self.asks_crc(src);
         let remote = Remote {
             id: h.id,
             epoch: h.epoch,
@@ -399,8 +406,33 @@ impl RdPath {
             id: ids.remote_id,
             epoch: ids.remote_epoch,
         };
-        let checksum = self.config.checksum;
+        let checksum = self.asks_crc(ah.addr);
         self.establish(ah.addr, remote, checksum, now);
         Ok(())
+    }
+}
+
+/// Whether datagrams from `local` to `peer` stay on this host: a loopback address, or the one
+/// the socket is bound to (the kernel routes a host's own addresses through loopback). Other
+/// addresses of the host are not known here and count as remote.
+fn same_host(local: SocketAddr, peer: SocketAddr) -> bool {
+    let ip = peer.ip();
+    ip.is_loopback() || (!local.ip().is_unspecified() && ip == local.ip())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_host;
+
+    #[test]
+    fn only_loopback_and_the_bound_address_are_this_host() {
+        let at = |s: &str| s.parse().unwrap();
+        assert!(same_host(at("10.0.0.5:1"), at("127.0.0.1:2")));
+        assert!(same_host(at("10.0.0.5:1"), at("127.8.0.1:2")));
+        assert!(same_host(at("10.0.0.5:1"), at("10.0.0.5:2")));
+        assert!(same_host(at("[::1]:1"), at("[::1]:2")));
+        assert!(!same_host(at("10.0.0.5:1"), at("10.0.0.6:2")));
+        assert!(!same_host(at("0.0.0.0:1"), at("0.0.0.0:2")));
+        assert!(!same_host(at("0.0.0.0:1"), at("10.0.0.6:2")));
     }
 }

@@ -51,6 +51,8 @@ pub struct RdStats {
     /// Of those, the ones whose datagrams leave from a socket connected to them (each costs
     /// the kernel a socket and this process a descriptor).
     pub connected_peers: usize,
+    /// Peers whose session carries a CRC32c on every datagram (either end asked for it).
+    pub crc_peers: usize,
     /// HELLO and HELLO-ACK datagrams sent.
     pub control_sent: u64,
     /// HELLO and HELLO-ACK datagrams accepted.
