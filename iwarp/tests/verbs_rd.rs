@@ -507,6 +507,34 @@ fn peers_on_one_host_skip_the_crc_unless_a_side_asks_for_it_there() {
             assert_eq!((s.peers, s.crc_peers), (1, want), "{sa} {sb}: {s:?}");
         }
     }
+    // One side greets, the other answers (HELLO, then HELLO-ACK), instead of both at once.
+    for (sa, sb, want) in [(false, false, 0), (true, false, 1), (false, true, 1)] {
+        let (mut a, mut b) = (rd(&with(sa)), rd(&with(sb)));
+        post(&mut b, 0, 10);
+        send(&mut a, ah_of(&b), 1, b"first", true);
+        let mut got = [Vec::new(), Vec::new()];
+        pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+            g[0].len() == 1 && g[1].len() == 1
+        });
+        assert_eq!(got[1][0].data(), b"first");
+        for qp in [&a, &b] {
+            assert_eq!(qp.rd_stats().unwrap().crc_peers, want, "{sa} {sb}");
+        }
+    }
+    // Without a handshake the exemption cannot be agreed on: both ends follow `crc` alone,
+    // even when configured differently.
+    let (mut a, mut b) = (rd(&with(false)), rd(&with(true)));
+    let ids = SessionIds {
+        local_id: 0x1111,
+        local_epoch: 7,
+        remote_id: 0x2222,
+        remote_epoch: 9,
+    };
+    a.rd_set_peer(ah_of(&b), ids).unwrap();
+    b.rd_set_peer(ah_of(&a), ids.mirrored()).unwrap();
+    exchange(&mut a, &mut b, 50, 8, mixed_size);
+    assert_eq!(a.rd_stats().unwrap().crc_peers, 1);
+    assert_eq!(b.rd_stats().unwrap().crc_peers, 1);
     // Faults stand for a wire: a queue pair with them asks whatever its setting.
     let faulty = QpConfig {
         crc_same_host: false,

@@ -586,6 +586,8 @@ impl QueuePair {
     /// RD: uses `ids` with the queue pair at `ah` without a handshake, as when the ids came
     /// with an address exchange (the peer must be given [`SessionIds::mirrored`]). Replaces
     /// any session with that peer: its unacknowledged sends fail with `TransportError`.
+    /// The session carries the CRC32c as [`QpConfig::crc`] says, peers on this host included
+    /// ([`QpConfig::crc_same_host`] needs the handshake): both ends must be configured alike.
     pub fn rd_set_peer(&mut self, ah: AddressHandle, ids: SessionIds) -> Result<(), VerbsError> {
         if self.state != QpState::Rts {
             return Err(VerbsError::InvalidState {

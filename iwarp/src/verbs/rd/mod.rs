@@ -156,8 +156,8 @@ impl RdPath {
         endpoint.set_recv_budget(u32::try_from(budget).unwrap_or(u32::MAX));
         let send_buffer = SockRef::from(&socket).send_buffer_size()?;
         let sock = DatagramSocket::new(socket, config.faults.as_ref())?;
-        // The fault layer hooks the shared socket only.
         let crc_same_host = config.crc_same_host || sock.faulty();
+        // The fault layer hooks the shared socket only.
         let connect_left = if sock.faulty() {
             0
         } else {
@@ -777,14 +777,10 @@ impl RdPath {
         for (_, session) in self.endpoint.sessions() {
             s.add_session(session.stats());
             s.srtt = s.srtt.max(session.rtt().srtt);
+            s.crc_peers += usize::from(session.config().checksum);
         }
         s.peers = self.peers.len();
         s.connected_peers = self.peers.values().filter(|p| p.via.is_some()).count();
-        s.crc_peers = self
-            .endpoint
-            .sessions()
-            .filter(|(_, session)| session.config().checksum)
-            .count();
         s.gso_sends = self.tx.gso_sends;
         s.connected_sends = self.tx.via_sends;
         s.gro_runs = self.ring.as_ref().map_or(0, |r| r.gro_runs);

@@ -406,7 +406,9 @@ impl RdPath {
             id: ids.remote_id,
             epoch: ids.remote_epoch,
         };
-        let checksum = self.asks_crc(ah.addr);
+        // Without a handshake neither end learns the other's choice, so the same-host
+        // exemption, which the two ends may judge differently, cannot apply.
+        let checksum = self.config.checksum;
         self.establish(ah.addr, remote, checksum, now);
         Ok(())
     }
@@ -416,8 +418,9 @@ impl RdPath {
 /// the socket is bound to (the kernel routes a host's own addresses through loopback). Other
 /// addresses of the host are not known here and count as remote.
 fn same_host(local: SocketAddr, peer: SocketAddr) -> bool {
-    let ip = peer.ip();
-    ip.is_loopback() || (!local.ip().is_unspecified() && ip == local.ip())
+    // A dual-stack socket sees IPv4 peers as IPv4-mapped IPv6 addresses.
+    let (ip, local) = (peer.ip().to_canonical(), local.ip().to_canonical());
+    ip.is_loopback() || (!local.is_unspecified() && ip == local)
 }
 
 #[cfg(test)]
@@ -431,6 +434,8 @@ mod tests {
         assert!(same_host(at("10.0.0.5:1"), at("127.8.0.1:2")));
         assert!(same_host(at("10.0.0.5:1"), at("10.0.0.5:2")));
         assert!(same_host(at("[::1]:1"), at("[::1]:2")));
+        assert!(same_host(at("[::]:1"), at("[::ffff:127.0.0.1]:2")));
+        assert!(same_host(at("10.0.0.5:1"), at("[::ffff:10.0.0.5]:2")));
         assert!(!same_host(at("10.0.0.5:1"), at("10.0.0.6:2")));
         assert!(!same_host(at("0.0.0.0:1"), at("0.0.0.0:2")));
         assert!(!same_host(at("0.0.0.0:1"), at("10.0.0.6:2")));
