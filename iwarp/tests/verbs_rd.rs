@@ -174,7 +174,13 @@ fn prefixed_sends_arrive_as_prefix_then_data() {
 
 /// Two queue pairs whose session is up: one message went from the first to the second.
 fn connected(c: &QpConfig) -> (QueuePair, QueuePair, AddressHandle) {
-    let (mut a, mut b) = (rd(c), rd(c));
+    connected_as(c, c)
+}
+
+/// Two queue pairs, `a` configured as `ca` and `b` as `cb`, after `a` greeted `b` (HELLO, then
+/// HELLO-ACK) with a first message that arrived.
+fn connected_as(ca: &QpConfig, cb: &QpConfig) -> (QueuePair, QueuePair, AddressHandle) {
+    let (mut a, mut b) = (rd(ca), rd(cb));
     let to_b = ah_of(&b);
     post(&mut b, 0, 10);
     send(&mut a, to_b, 1, b"first", true);
@@ -509,14 +515,7 @@ fn peers_on_one_host_skip_the_crc_unless_a_side_asks_for_it_there() {
     }
     // One side greets, the other answers (HELLO, then HELLO-ACK), instead of both at once.
     for (sa, sb, want) in [(false, false, 0), (true, false, 1), (false, true, 1)] {
-        let (mut a, mut b) = (rd(&with(sa)), rd(&with(sb)));
-        post(&mut b, 0, 10);
-        send(&mut a, ah_of(&b), 1, b"first", true);
-        let mut got = [Vec::new(), Vec::new()];
-        pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
-            g[0].len() == 1 && g[1].len() == 1
-        });
-        assert_eq!(got[1][0].data(), b"first");
+        let (a, b, _) = connected_as(&with(sa), &with(sb));
         for qp in [&a, &b] {
             assert_eq!(qp.rd_stats().unwrap().crc_peers, want, "{sa} {sb}");
         }
@@ -524,14 +523,7 @@ fn peers_on_one_host_skip_the_crc_unless_a_side_asks_for_it_there() {
     // Without a handshake the exemption cannot be agreed on: both ends follow `crc` alone,
     // even when configured differently.
     let (mut a, mut b) = (rd(&with(false)), rd(&with(true)));
-    let ids = SessionIds {
-        local_id: 0x1111,
-        local_epoch: 7,
-        remote_id: 0x2222,
-        remote_epoch: 9,
-    };
-    a.rd_set_peer(ah_of(&b), ids).unwrap();
-    b.rd_set_peer(ah_of(&a), ids.mirrored()).unwrap();
+    pre_seed(&mut a, &mut b);
     exchange(&mut a, &mut b, 50, 8, mixed_size);
     assert_eq!(a.rd_stats().unwrap().crc_peers, 1);
     assert_eq!(b.rd_stats().unwrap().crc_peers, 1);
@@ -806,18 +798,24 @@ fn without_posted_receives_data_waits_and_nothing_is_lost() {
     assert!(s.stashed > 0, "{s:?}");
 }
 
-#[test]
-fn pre_seeded_ids_skip_the_handshake() {
-    let c = QpConfig::default();
-    let (mut a, mut b) = (rd(&c), rd(&c));
+/// Gives `a` and `b` a session without a handshake; returns `a`'s ids.
+fn pre_seed(a: &mut QueuePair, b: &mut QueuePair) -> SessionIds {
     let ids = SessionIds {
         local_id: 0x1111,
         local_epoch: 7,
         remote_id: 0x2222,
         remote_epoch: 9,
     };
-    a.rd_set_peer(ah_of(&b), ids).unwrap();
-    b.rd_set_peer(ah_of(&a), ids.mirrored()).unwrap();
+    a.rd_set_peer(ah_of(b), ids).unwrap();
+    b.rd_set_peer(ah_of(a), ids.mirrored()).unwrap();
+    ids
+}
+
+#[test]
+fn pre_seeded_ids_skip_the_handshake() {
+    let c = QpConfig::default();
+    let (mut a, mut b) = (rd(&c), rd(&c));
+    let ids = pre_seed(&mut a, &mut b);
     assert_eq!(a.rd_peer_ids(b.local_addr().unwrap()), Some(ids));
     post(&mut b, 1, 64);
     a.post_send(SendWr {
