@@ -335,7 +335,8 @@ static void *xmalloc(size_t n) {
 
 /* ---- start and end ---- */
 
-static void t_init(int *argc, char ***argv, const char *name) {
+/* MPI_Init_thread asking for `required` (and failing unless it is provided); -1: MPI_Init. */
+static void t_init_thread(int *argc, char ***argv, const char *name, int required) {
     const char *s;
     char host[64] = "";
     t_name = name;
@@ -350,7 +351,13 @@ static void t_init(int *argc, char ***argv, const char *name) {
     signal(SIGALRM, t_on_alarm);
     alarm(t_watchdog_s);
 
-    MPI(MPI_Init(argc, argv));
+    if (required < 0) {
+        MPI(MPI_Init(argc, argv));
+    } else {
+        int provided = -1;
+        MPI(MPI_Init_thread(argc, argv, required, &provided));
+        CHECK(provided >= required, "MPI_Init_thread: asked for thread level %d, provided %d", required, provided);
+    }
     MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     MPI(MPI_Comm_rank(MPI_COMM_WORLD, &t_rank));
     MPI(MPI_Comm_size(MPI_COMM_WORLD, &t_size));
@@ -365,6 +372,8 @@ static void t_init(int *argc, char ***argv, const char *name) {
                 (unsigned long long)t_seed, t_watchdog_s);
     PHASE("start");
 }
+
+static inline void t_init(int *argc, char ***argv, const char *name) { t_init_thread(argc, argv, name, -1); }
 
 static int t_finish(void) {
     double dt = MPI_Wtime() - t_t0;
