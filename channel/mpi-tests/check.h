@@ -41,8 +41,23 @@ static double t_t0;
 /* ---- what this rank is doing: two double-buffered strings the signal handler can read ---- */
 
 static char t_prefix[128];
-static char t_phase_buf[2][256], t_wait_buf[2][256];
-static volatile sig_atomic_t t_phase_cur, t_wait_cur;
+static char t_phase_buf[2][256];
+static volatile sig_atomic_t t_phase_cur;
+/* "Waiting for" is kept per thread (a slot each, the main thread's first), so that a hang of
+ * a program whose threads call MPI says what every thread waits for. */
+#define T_WAIT_SLOTS 16
+static char t_wait_bufs[T_WAIT_SLOTS][2][256];
+static volatile sig_atomic_t t_wait_curs[T_WAIT_SLOTS];
+static volatile int t_wait_slots_used;
+static __thread int t_wait_slot = -1;
+
+static int t_my_slot(void) {
+    if (t_wait_slot < 0) {
+        int s = __atomic_fetch_add(&t_wait_slots_used, 1, __ATOMIC_RELAXED);
+        t_wait_slot = s < T_WAIT_SLOTS ? s : T_WAIT_SLOTS - 1;
+    }
+    return t_wait_slot;
+}
 
 static void t_setbuf(char bufs[2][256], volatile sig_atomic_t *cur, const char *fmt, va_list ap) {
     int next = !*cur;
@@ -55,7 +70,7 @@ __attribute__((format(printf, 1, 2))) static void PHASE(const char *fmt, ...) {
     va_start(ap, fmt);
     t_setbuf(t_phase_buf, &t_phase_cur, fmt, ap);
     va_end(ap);
-    t_wait_buf[t_wait_cur][0] = '\0';
+    t_wait_bufs[t_my_slot()][t_wait_curs[t_my_slot()]][0] = '\0';
     if (t_verbose && t_rank == 0) {
         fprintf(stderr, "[%s %.2fs] %s\n", t_name, MPI_Wtime() - t_t0, t_phase_buf[t_phase_cur]);
     }
@@ -65,7 +80,8 @@ __attribute__((format(printf, 1, 2))) static void PHASE(const char *fmt, ...) {
 __attribute__((format(printf, 1, 2))) static void WAITING(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    t_setbuf(t_wait_buf, &t_wait_cur, fmt, ap);
+    int s = t_my_slot();
+    t_setbuf(t_wait_bufs[s], &t_wait_curs[s], fmt, ap);
     va_end(ap);
 }
 
@@ -93,7 +109,7 @@ static const char *t_utoa(unsigned v, char *buf, size_t len) { /* async-signal-s
     return buf + i;
 }
 
-static char t_alarm_line[1024];
+static char t_alarm_line[4096];
 static size_t t_alarm_len;
 
 static void t_cat(const char *s) { /* async-signal-safe append to t_alarm_line */
@@ -110,7 +126,21 @@ static void t_on_alarm(int sig) {
     t_cat(" s; phase: ");
     t_cat(t_phase_buf[t_phase_cur]);
     t_cat("; waiting for: ");
-    t_cat(t_wait_buf[t_wait_cur][0] ? t_wait_buf[t_wait_cur] : "(nothing recorded)");
+    {
+        int s, n = t_wait_slots_used < T_WAIT_SLOTS ? t_wait_slots_used : T_WAIT_SLOTS, any = 0;
+        for (s = 0; s < n; s++) {
+            const char *w = t_wait_bufs[s][t_wait_curs[s]];
+            if (!w[0]) continue;
+            if (any++) t_cat(n > 1 ? " | " : "");
+            if (n > 1) {
+                t_cat("#");
+                t_cat(t_utoa((unsigned)s, num, sizeof num));
+                t_cat(": ");
+            }
+            t_cat(w);
+        }
+        if (!any) t_cat("(nothing recorded)");
+    }
     if (t_call[0]) {
         t_cat(t_call_returned ? "; last MPI call (returned): " : "; inside MPI call: ");
         t_cat(t_call);

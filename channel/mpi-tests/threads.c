@@ -20,7 +20,7 @@ static size_t size_of(int src, int dst, int tag, int round) {
     if (c < 15) return 0;
     if (c < 60) return r % 512;
     if (c < 90) return 512 + r % 16000;
-    return 16512 + r % (496u << 10);
+    return 16512 + r % ((512u << 10) - 16512 + 1);
 }
 
 /* The sequence of a message (tag, round) in a sender's stream to one receiver. */
@@ -99,25 +99,30 @@ static void exchange(struct worker *w) {
     free(sb);
 }
 
-/* Wildcards: thread T receives everything tagged T with MPI_ANY_SOURCE while sending its own. */
+/* Wildcards: thread T receives everything tagged T with MPI_ANY_SOURCE while sending its own.
+ * A fast sender's round r+1 message may be taken before a slow one's round r message, so the
+ * sends are only waited for after the last receive: a rendezvous send completes once matched,
+ * and waiting for it inside a round could wait on a receive that waits on us. */
 static void wildcard(struct worker *w) {
     int np = t_size - 1, round, p, i;
-    int *next = calloc((size_t)t_size, sizeof *next);
-    MPI_Request *sq = xmalloc(sizeof *sq * (size_t)np);
-    uint8_t **sb = xmalloc(sizeof *sb * (size_t)np);
-    size_t cap = 16512 + (496u << 10);
+    int *next = xmalloc(sizeof *next * (size_t)t_size);
+    memset(next, 0, sizeof *next * (size_t)t_size);
+    MPI_Request *sq = xmalloc(sizeof *sq * (size_t)np * (size_t)R);
+    uint8_t **sb = xmalloc(sizeof *sb * (size_t)np * (size_t)R);
+    size_t cap = (512u << 10) + 64;
     uint8_t *rb = xmalloc(cap);
     for (round = 0; round < R; round++) {
         for (p = 0; p < np; p++) {
-            int peer = p < t_rank ? p : p + 1;
+            int peer = p < t_rank ? p : p + 1, k = round * np + p;
             size_t sn = size_of(t_rank, peer, w->tag, round);
-            sb[p] = xmalloc(sn);
-            msg_fill(sb[p], sn, 5, t_rank, peer, seq_of(w->tag, round));
-            MPI(MPI_Isend(sb[p], (int)sn, MPI_BYTE, peer, w->tag, MPI_COMM_WORLD, &sq[p]));
+            sb[k] = xmalloc(sn);
+            msg_fill(sb[k], sn, 5, t_rank, peer, seq_of(w->tag, round));
+            MPI(MPI_Isend(sb[k], (int)sn, MPI_BYTE, peer, w->tag, MPI_COMM_WORLD, &sq[k]));
         }
         for (i = 0; i < np; i++) {
             MPI_Status st;
             char what[128];
+            memset(rb, 0xA5, cap);
             WAITING("thread %d (wildcard): MPI_Recv(ANY_SOURCE), round %d, %d of %d", w->tag, round, i, np);
             MPI(MPI_Recv(rb, (int)cap, MPI_BYTE, MPI_ANY_SOURCE, w->tag, MPI_COMM_WORLD, &st));
             int src = st.MPI_SOURCE;
@@ -126,14 +131,17 @@ static void wildcard(struct worker *w) {
             int r = next[src]++;
             CHECK(r < R, "wildcard: one message too many from rank %d", src);
             snprintf(what, sizeof what, "thread %d (wildcard): message %d from rank %d", w->tag, r, src);
-            CHECK_STATUS(st, what, src, w->tag, size_of(src, t_rank, w->tag, r));
-            msg_check(rb, size_of(src, t_rank, w->tag, r), 5, src, t_rank, seq_of(w->tag, r), what);
+            size_t n = size_of(src, t_rank, w->tag, r);
+            CHECK_STATUS(st, what, src, w->tag, n);
+            msg_check(rb, n, 5, src, t_rank, seq_of(w->tag, r), what);
+            for (size_t k = n; k < n + 64; k++)
+                CHECK(rb[k] == 0xA5, "%s: byte %zu past the message was written", what, k);
             w->msgs++;
         }
-        WAITING("thread %d (wildcard): its sends of round %d", w->tag, round);
-        MPI(MPI_Waitall(np, sq, MPI_STATUSES_IGNORE));
-        for (p = 0; p < np; p++) free(sb[p]);
     }
+    WAITING("thread %d (wildcard): its %d sends", w->tag, R * np);
+    MPI(MPI_Waitall(R * np, sq, MPI_STATUSES_IGNORE));
+    for (i = 0; i < R * np; i++) free(sb[i]);
     for (p = 0; p < t_size; p++)
         if (p != t_rank) CHECK_EQ("wildcard: messages taken from a rank", R, next[p]);
     free(next);
@@ -158,7 +166,8 @@ int main(int argc, char **argv) {
         else FAIL("unknown argument %s", argv[a]);
     }
     CHECK(T >= 1 && R >= 1, "--threads and --rounds must be at least 1");
-    struct worker *ws = calloc((size_t)T + 1, sizeof *ws);
+    struct worker *ws = xmalloc(sizeof *ws * ((size_t)T + 1));
+    memset(ws, 0, sizeof *ws * ((size_t)T + 1));
     PHASE("%d threads exchanging, 1 taking ANY_SOURCE, %d rounds", T, R);
     for (t = 0; t <= T; t++) {
         ws[t].tag = t;

@@ -42,6 +42,8 @@ pub struct AddressVector {
 #[derive(Debug, Default)]
 struct Table {
     slots: Vec<Option<EpName>>,
+    /// Inserts of each slot's name not yet removed.
+    refs: Vec<u32>,
     by_addr: Map<SocketAddr, u64>,
 }
 
@@ -83,6 +85,7 @@ impl AddressVector {
             av_type,
             table: RwLock::new(Table {
                 slots: Vec::with_capacity(count.min(1 << 16)),
+                refs: Vec::new(),
                 by_addr: Map::default(),
             }),
             insertions: AtomicUsize::new(0),
@@ -109,11 +112,26 @@ impl AddressVector {
         for chunk in names.chunks_exact(EpName::LEN) {
             match EpName::decode(chunk) {
                 Ok(name) => {
-                    let handle = t.slots.len() as u64;
+                    let addr = name.udp_addr();
+                    // The same name again (Open MPI's threads can each insert a peer they
+                    // meet at once) gets the same handle, as libfabric's own AVs give it:
+                    // with two, a receive directed at the older one would never again match
+                    // what the peer sends, which arrives under the newer.
+                    let handle = match t.by_addr.get(&addr) {
+                        Some(&h) if t.slots[h as usize] == Some(name) => {
+                            t.refs[h as usize] += 1;
+                            h
+                        }
+                        _ => {
+                            let h = t.slots.len() as u64;
+                            t.slots.push(Some(name));
+                            t.refs.push(1);
+                            t.by_addr.insert(addr, h);
+                            h
+                        }
+                    };
                     out.handles.push(handle);
                     out.errors.push(Errno(0));
-                    t.slots.push(Some(name));
-                    t.by_addr.insert(name.udp_addr(), handle);
                     out.count += 1;
                 }
                 Err(why) => {
@@ -149,7 +167,15 @@ impl AddressVector {
             return Err(Errno::INVAL);
         }
         for &h in handles {
-            if let Some(name) = t.slots[h as usize].take() {
+            let i = h as usize;
+            if t.slots[i].is_none() {
+                continue;
+            }
+            t.refs[i] -= 1;
+            if t.refs[i] > 0 {
+                continue;
+            }
+            if let Some(name) = t.slots[i].take() {
                 let addr = name.udp_addr();
                 if t.by_addr.get(&addr) == Some(&h) {
                     t.by_addr.remove(&addr);
@@ -258,6 +284,33 @@ mod tests {
         assert_eq!(av.remove(&[0], 0), Err(Errno::INVAL));
         let r = av.insert(&packed(&[name(3)]), 0).unwrap();
         assert_eq!(r.handles, [2]);
+    }
+
+    #[test]
+    fn a_name_inserted_twice_keeps_its_handle_until_removed_twice() {
+        let av = av(FI_AV_MAP);
+        av.insert(&packed(&[name(1), name(2)]), 0).unwrap();
+        let r = av.insert(&packed(&[name(1)]), 0).unwrap();
+        assert_eq!(
+            (r.count, r.handles[0]),
+            (1, 0),
+            "the same name, the same handle"
+        );
+        assert_eq!(av.handle_of(name(1).udp_addr()), Some(0));
+        av.remove(&[0], 0).unwrap();
+        assert_eq!(av.lookup(0), Ok(name(1)), "one insert is left");
+        assert_eq!(av.handle_of(name(1).udp_addr()), Some(0));
+        av.remove(&[0], 0).unwrap();
+        assert_eq!(av.lookup(0), Err(Errno::INVAL));
+        assert_eq!(av.handle_of(name(1).udp_addr()), None);
+        // A restarted peer on the same address has another name: a handle of its own, which
+        // its datagrams are reported with.
+        let mut reborn = name(2);
+        reborn.nonce ^= 1;
+        let r = av.insert(&packed(&[reborn]), 0).unwrap();
+        assert_eq!(r.handles, [2]);
+        assert_eq!(av.handle_of(reborn.udp_addr()), Some(2));
+        assert_eq!(av.lookup(1), Ok(name(2)));
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub trait Progress: Send + Sync {
 /// than cores a spinning rank would otherwise hold the core its peer needs to answer.
 const SPINS_BEFORE_YIELD: u32 = 64;
 
-/// Reads by one thread alone, after another thread read, before empty reads yield again.
+/// Empty reads by one thread alone, after another thread read, before they yield again.
 const SOLO_READS_BEFORE_YIELD: u32 = 4096;
 
 /// Whether an empty read yields the CPU. A single polling thread yields after a short spin.
@@ -92,10 +92,14 @@ impl IdlePolls {
     /// Notes a read by this thread; with `found` false, says whether to yield after it.
     fn read(&self, found: bool) -> bool {
         let me = reader_id();
-        if self.last_reader.load(Ordering::Relaxed) != me {
+        let last = self.last_reader.load(Ordering::Relaxed);
+        if last != me {
             self.last_reader.store(me, Ordering::Relaxed);
-            self.shared
-                .store(SOLO_READS_BEFORE_YIELD, Ordering::Relaxed);
+            // The first reader takes no turn from anybody.
+            if last != 0 {
+                self.shared
+                    .store(SOLO_READS_BEFORE_YIELD, Ordering::Relaxed);
+            }
         }
         if found {
             self.empty.store(0, Ordering::Relaxed);
@@ -328,10 +332,8 @@ mod tests {
     #[test]
     fn one_thread_yields_after_a_spin_and_threads_taking_turns_do_not() {
         let idle = IdlePolls::default();
-        // Alone: the first SPINS_BEFORE_YIELD empty reads spin (the first read names this
-        // thread, which counts as another thread's turn and delays yielding).
-        assert_eq!(yields(&idle, SOLO_READS_BEFORE_YIELD), 0);
-        assert_eq!(yields(&idle, 100), 100);
+        // Alone: the first SPINS_BEFORE_YIELD empty reads spin, the rest yield.
+        assert_eq!(yields(&idle, SPINS_BEFORE_YIELD + 100), 100);
         // A completion found starts the spin over.
         assert!(!idle.read(true));
         assert_eq!(yields(&idle, SPINS_BEFORE_YIELD + 10), 10);
