@@ -76,6 +76,9 @@ __attribute__((format(printf, 1, 2))) static void PHASE(const char *fmt, ...) {
     }
 }
 
+/* A thread that is done with MPI: its last wait is no longer reported. */
+static inline void t_wait_done(void) { t_wait_bufs[t_my_slot()][t_wait_curs[t_my_slot()]][0] = '\0'; }
+
 /* Call before every blocking MPI call: the watchdog prints the last one. */
 __attribute__((format(printf, 1, 2))) static void WAITING(const char *fmt, ...) {
     va_list ap;

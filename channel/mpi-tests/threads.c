@@ -154,6 +154,7 @@ static void *run(void *arg) {
     struct worker *w = arg;
     if (w->tag == T) wildcard(w);
     else exchange(w);
+    t_wait_done();
     return NULL;
 }
 

@@ -2,6 +2,7 @@
 //!
 //! TABLE and MAP behave alike here: a handle is the insertion index, which is what TABLE
 //! promises (MPICH relies on 0, 1, 2, ... in insertion order) and is as good as any for MAP.
+//! A name inserted again keeps its first handle and takes no index.
 //! Removed slots are never reused, so a stale handle can never reach a different peer
 //! (Open MPI removes every peer just before closing the endpoint, with data still in flight).
 
@@ -119,7 +120,7 @@ impl AddressVector {
                     // what the peer sends, which arrives under the newer.
                     let handle = match t.by_addr.get(&addr) {
                         Some(&h) if t.slots[h as usize] == Some(name) => {
-                            t.refs[h as usize] += 1;
+                            t.refs[h as usize] = t.refs[h as usize].saturating_add(1);
                             h
                         }
                         _ => {
@@ -192,7 +193,7 @@ impl AddressVector {
             .ok_or(Errno::INVAL)
     }
 
-    /// Addresses inserted so far (removed ones included): changes whenever an insert may have
+    /// Handles given out so far (removed ones included): changes whenever an insert may have
     /// named a sender. Read without the lock: every receive post looks at it.
     pub fn insertions(&self) -> usize {
         self.insertions.load(Ordering::Acquire)
