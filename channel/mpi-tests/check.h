@@ -59,6 +59,9 @@ static int t_my_slot(void) {
     return t_wait_slot;
 }
 
+/* This thread waits for nothing (a new phase, or it is done with MPI). */
+static inline void t_wait_clear(void) { t_wait_bufs[t_my_slot()][t_wait_curs[t_my_slot()]][0] = '\0'; }
+
 static void t_setbuf(char bufs[2][256], volatile sig_atomic_t *cur, const char *fmt, va_list ap) {
     int next = !*cur;
     vsnprintf(bufs[next], sizeof bufs[next], fmt, ap);
@@ -70,14 +73,12 @@ __attribute__((format(printf, 1, 2))) static void PHASE(const char *fmt, ...) {
     va_start(ap, fmt);
     t_setbuf(t_phase_buf, &t_phase_cur, fmt, ap);
     va_end(ap);
-    t_wait_bufs[t_my_slot()][t_wait_curs[t_my_slot()]][0] = '\0';
+    t_wait_clear();
     if (t_verbose && t_rank == 0) {
         fprintf(stderr, "[%s %.2fs] %s\n", t_name, MPI_Wtime() - t_t0, t_phase_buf[t_phase_cur]);
     }
 }
 
-/* A thread that is done with MPI: its last wait is no longer reported. */
-static inline void t_wait_done(void) { t_wait_bufs[t_my_slot()][t_wait_curs[t_my_slot()]][0] = '\0'; }
 
 /* Call before every blocking MPI call: the watchdog prints the last one. */
 __attribute__((format(printf, 1, 2))) static void WAITING(const char *fmt, ...) {

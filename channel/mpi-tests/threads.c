@@ -23,6 +23,9 @@ static size_t size_of(int src, int dst, int tag, int round) {
     return 16512 + r % ((512u << 10) - 16512 + 1);
 }
 
+/* The rank of this rank's p-th peer. */
+static int peer_of(int p) { return p < t_rank ? p : p + 1; }
+
 /* The sequence of a message (tag, round) in a sender's stream to one receiver. */
 static uint64_t seq_of(int tag, int round) { return (uint64_t)tag << 32 | (uint64_t)round; }
 
@@ -40,7 +43,7 @@ static void exchange(struct worker *w) {
     uint8_t **rb = xmalloc(sizeof *rb * (size_t)np), **sb = xmalloc(sizeof *sb * (size_t)np);
     for (round = 0; round < R; round++) {
         for (p = 0; p < np; p++) {
-            int peer = p < t_rank ? p : p + 1;
+            int peer = peer_of(p);
             size_t rn = size_of(peer, t_rank, w->tag, round), sn = size_of(t_rank, peer, w->tag, round);
             rb[p] = xmalloc(rn + 64);
             memset(rb[p], 0xA5, rn + 64);
@@ -49,7 +52,7 @@ static void exchange(struct worker *w) {
             MPI(MPI_Irecv(rb[p], (int)rn + 64, MPI_BYTE, peer, w->tag, MPI_COMM_WORLD, &rq[p]));
         }
         for (p = 0; p < np; p++) {
-            int peer = p < t_rank ? p : p + 1;
+            int peer = peer_of(p);
             size_t sn = size_of(t_rank, peer, w->tag, round);
             MPI(MPI_Isend(sb[p], (int)sn, MPI_BYTE, peer, w->tag, MPI_COMM_WORLD, &rq[np + p]));
         }
@@ -80,7 +83,7 @@ static void exchange(struct worker *w) {
         }
         }
         for (p = 0; p < np; p++) {
-            int peer = p < t_rank ? p : p + 1;
+            int peer = peer_of(p);
             size_t rn = size_of(peer, t_rank, w->tag, round);
             char what[128];
             snprintf(what, sizeof what, "thread %d, round %d, from rank %d", w->tag, round, peer);
@@ -113,7 +116,7 @@ static void wildcard(struct worker *w) {
     uint8_t *rb = xmalloc(cap);
     for (round = 0; round < R; round++) {
         for (p = 0; p < np; p++) {
-            int peer = p < t_rank ? p : p + 1, k = round * np + p;
+            int peer = peer_of(p), k = round * np + p;
             size_t sn = size_of(t_rank, peer, w->tag, round);
             sb[k] = xmalloc(sn);
             msg_fill(sb[k], sn, 5, t_rank, peer, seq_of(w->tag, round));
@@ -154,7 +157,7 @@ static void *run(void *arg) {
     struct worker *w = arg;
     if (w->tag == T) wildcard(w);
     else exchange(w);
-    t_wait_done();
+    t_wait_clear();
     return NULL;
 }
 

@@ -42,10 +42,15 @@ pub struct AddressVector {
 /// an address, which is what a reinserted peer should be known by).
 #[derive(Debug, Default)]
 struct Table {
-    slots: Vec<Option<EpName>>,
-    /// Inserts of each slot's name not yet removed.
-    refs: Vec<u32>,
+    slots: Vec<Option<Slot>>,
     by_addr: Map<SocketAddr, u64>,
+}
+
+/// A live handle's name, and how many of its inserts are not yet removed.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    name: EpName,
+    inserts: u32,
 }
 
 /// The outcome of one batch insert: a handle (or [`ADDR_NOTAVAIL`]) per address, how many
@@ -86,7 +91,6 @@ impl AddressVector {
             av_type,
             table: RwLock::new(Table {
                 slots: Vec::with_capacity(count.min(1 << 16)),
-                refs: Vec::new(),
                 by_addr: Map::default(),
             }),
             insertions: AtomicUsize::new(0),
@@ -118,15 +122,20 @@ impl AddressVector {
                     // meet at once) gets the same handle, as libfabric's own AVs give it:
                     // with two, a receive directed at the older one would never again match
                     // what the peer sends, which arrives under the newer.
-                    let handle = match t.by_addr.get(&addr) {
-                        Some(&h) if t.slots[h as usize] == Some(name) => {
-                            t.refs[h as usize] = t.refs[h as usize].saturating_add(1);
+                    let same = t
+                        .by_addr
+                        .get(&addr)
+                        .copied()
+                        .filter(|&h| t.slots[h as usize].is_some_and(|s| s.name == name));
+                    let handle = match same {
+                        Some(h) => {
+                            let slot = t.slots[h as usize].as_mut().expect("live");
+                            slot.inserts = slot.inserts.saturating_add(1);
                             h
                         }
-                        _ => {
+                        None => {
                             let h = t.slots.len() as u64;
-                            t.slots.push(Some(name));
-                            t.refs.push(1);
+                            t.slots.push(Some(Slot { name, inserts: 1 }));
                             t.by_addr.insert(addr, h);
                             h
                         }
@@ -168,19 +177,18 @@ impl AddressVector {
             return Err(Errno::INVAL);
         }
         for &h in handles {
-            let i = h as usize;
-            if t.slots[i].is_none() {
+            // A handle listed twice may be gone by its second turn.
+            let Some(slot) = t.slots[h as usize].as_mut() else {
+                continue;
+            };
+            slot.inserts -= 1;
+            if slot.inserts > 0 {
                 continue;
             }
-            t.refs[i] -= 1;
-            if t.refs[i] > 0 {
-                continue;
-            }
-            if let Some(name) = t.slots[i].take() {
-                let addr = name.udp_addr();
-                if t.by_addr.get(&addr) == Some(&h) {
-                    t.by_addr.remove(&addr);
-                }
+            let addr = slot.name.udp_addr();
+            t.slots[h as usize] = None;
+            if t.by_addr.get(&addr) == Some(&h) {
+                t.by_addr.remove(&addr);
             }
         }
         Ok(())
@@ -190,6 +198,7 @@ impl AddressVector {
         usize::try_from(handle)
             .ok()
             .and_then(|i| self.table.read().slots.get(i).copied().flatten())
+            .map(|s| s.name)
             .ok_or(Errno::INVAL)
     }
 

@@ -79,7 +79,7 @@ const SOLO_READS_BEFORE_YIELD: u32 = 4096;
 /// Threads taking turns do not: each reads with the MPI library's own lock held (MPICH's
 /// per-VCI mutex under MPI_THREAD_MULTIPLE), so a yield would take that lock off the core with
 /// it, and the library yields between its threads' polls itself. With yields there, MPICH's
-/// 8-rank `threads` test on 2 cores took 22–139 s; without, 2.0–2.2 s (MPICH over tcp: 3.4).
+/// 8-rank `threads` test on 2 cores took 22–139 s; without, 1.9–2.4 s (MPICH over tcp: 3.4).
 #[derive(Default)]
 struct IdlePolls {
     empty: AtomicU32,
