@@ -6,11 +6,14 @@ use crate::diag;
 use crate::error::{Errno, Result};
 use crate::fabric::Fabric;
 use crate::info::{negotiate, Info};
+use crate::mr::SharedMrs;
 
 #[derive(Debug)]
 pub struct Domain {
     pub fabric: Arc<Fabric>,
     pub info: Info,
+    /// Registered memory, which RMA from any endpoint of the domain may name.
+    pub mrs: SharedMrs,
 }
 
 impl Domain {
@@ -24,6 +27,7 @@ impl Domain {
         Ok(Arc::new(Domain {
             fabric: Arc::clone(fabric),
             info,
+            mrs: SharedMrs::default(),
         }))
     }
 }

@@ -15,7 +15,7 @@ use crate::addr::EpName;
 use crate::av::AddressVector;
 use crate::cntr::Counter;
 use crate::cq::{CompletionQueue, Progress};
-use crate::data::{DataPath, Outputs, RecvArgs, SendArgs};
+use crate::data::{DataPath, Outputs, RecvArgs, RmaArgs, SendArgs};
 use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
@@ -237,7 +237,9 @@ impl Endpoint {
             cq.add_source(me.clone());
         }
         let directed = self.info.caps & FI_DIRECTED_RECV != 0;
-        self.data.lock().enable(av, out, directed);
+        self.data
+            .lock()
+            .enable(av, out, directed, Arc::clone(&self.domain.mrs));
         self.enabled.store(true, Ordering::Release);
         *self.ticker.lock() = Some(self.start_ticker());
         Ok(())
@@ -277,6 +279,11 @@ impl Endpoint {
 
     pub fn send(&self, a: SendArgs) -> Result<()> {
         self.data_op(|d| d.send(a))
+    }
+
+    /// An RMA write (`write`) or read.
+    pub fn rma(&self, write: bool, a: RmaArgs) -> Result<()> {
+        self.data_op(|d| d.rma(write, a))
     }
 
     pub fn recv(&self, mut a: RecvArgs) -> Result<()> {
@@ -343,7 +350,7 @@ impl Endpoint {
         let m = d.memory();
         let rd = d.rd_stats().unwrap_or_default();
         let line = format!(
-            "diwarp-mem pid={} ep={} queue_pair={} send_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} push_placed={} push_parked={} push_dropped={} datagrams_sent={} retransmits={} spurious_retransmits={} lost_acks={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} acks_sent={} progress_wakes={} peers={} connected_peers={} crc_peers={} connected_sends={} datagram_size={} gso_sends={} gro_runs={}\n",
+            "diwarp-mem pid={} ep={} queue_pair={} send_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} push_placed={} push_parked={} push_dropped={} rma_writes_in={} rma_reads_in={} rma_refused={} datagrams_sent={} retransmits={} spurious_retransmits={} lost_acks={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} acks_sent={} progress_wakes={} peers={} connected_peers={} crc_peers={} connected_sends={} datagram_size={} gso_sends={} gro_runs={}\n",
             std::process::id(),
             self.name,
             m.queue_pair,
@@ -358,6 +365,9 @@ impl Endpoint {
             d.stats().push_placed,
             d.stats().push_parked,
             d.stats().push_dropped,
+            d.stats().rma_writes_in,
+            d.stats().rma_reads_in,
+            d.stats().rma_refused,
             rd.datagrams_sent,
             rd.retransmits,
             rd.spurious_retransmits,

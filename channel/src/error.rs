@@ -9,6 +9,7 @@ use crate::ffi::sys;
 pub struct Errno(pub u32);
 
 impl Errno {
+    pub const ACCES: Errno = Errno(sys::FI_EACCES as u32);
     pub const AGAIN: Errno = Errno(sys::FI_EAGAIN as u32);
     pub const BADFLAGS: Errno = Errno(sys::FI_EBADFLAGS);
     pub const BUSY: Errno = Errno(sys::FI_EBUSY as u32);

@@ -12,21 +12,32 @@ pub const DOMAIN_NAME: &str = "diwarp";
 
 /// Capabilities offered when the hints ask for none. FI_SOURCE is supported but not offered by
 /// default: neither MPI asks for it, and MPICH copies the default caps into its real request.
+/// MPICH's first query has no hints and its second asks for exactly these, so offering FI_RMA
+/// here is what makes MPICH use it (its fallback for long active messages without RMA, a
+/// pipeline, corrupts their headers when a second one starts while the first is sending).
 pub const DEFAULT_CAPS: u64 = FI_MSG
     | FI_TAGGED
     | FI_SEND
     | FI_RECV
     | FI_MULTI_RECV
     | FI_DIRECTED_RECV
+    | RMA_CAPS
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM;
 pub const SUPPORTED_CAPS: u64 = DEFAULT_CAPS | FI_SOURCE;
+/// RMA and its four directions; asking for FI_RMA alone means all four (fi_getinfo(3)).
+const RMA_CAPS: u64 = FI_RMA | RMA_DIRECTIONS;
+const RMA_DIRECTIONS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 /// Capabilities an application must ask for to get; the rest are returned whenever supported.
-const PRIMARY_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV;
+const PRIMARY_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | RMA_CAPS;
 const SECONDARY_DEFAULT: u64 = FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
-const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM;
+const TX_CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 const RX_CAPS: u64 = FI_MSG
     | FI_TAGGED
+    | FI_RMA
+    | FI_REMOTE_READ
+    | FI_REMOTE_WRITE
     | FI_RECV
     | FI_MULTI_RECV
     | FI_DIRECTED_RECV
@@ -43,13 +54,20 @@ pub const TX_OP_FLAGS: u64 = FI_COMPLETION
     | FI_DELIVERY_COMPLETE
     | FI_MATCH_COMPLETE;
 pub const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV;
-/// Send-after-send is the MPI non-overtaking rule. The read/write/atomic orderings hold
-/// vacuously while FI_RMA and FI_ATOMIC are not offered (MPICH asks for the atomic ones
+/// Send-after-send is the MPI non-overtaking rule. A target takes a peer's WRITEs and READs in
+/// order, so reads and writes after writes and reads after reads keep their order; a write
+/// after a read does not (a read's chunks are copied when they are sent, later), nor does a
+/// read or write after a send (a rendezvous send's data is placed after its answer). The
+/// atomic orderings hold vacuously while FI_ATOMIC is not offered (MPICH asks for them
 /// regardless); FI_ORDER_DATA does not hold, since rendezvous segments are placed as they arrive.
-pub const SUPPORTED_ORDER: u64 = FI_ORDER_STRICT
+pub const SUPPORTED_ORDER: u64 = FI_ORDER_SAS
+    | FI_ORDER_SAR
+    | FI_ORDER_SAW
+    | FI_ORDER_RAR
+    | FI_ORDER_RAW
+    | FI_ORDER_WAW
     | FI_ORDER_RMA_RAR
     | FI_ORDER_RMA_RAW
-    | FI_ORDER_RMA_WAR
     | FI_ORDER_RMA_WAW
     | FI_ORDER_ATOMIC_RAR
     | FI_ORDER_ATOMIC_RAW
@@ -66,6 +84,8 @@ pub const TAG_GENERIC: u64 = 0xAAAA_AAAA_AAAA_AAAA;
 pub const INJECT_SIZE: usize = 32 * 1024;
 pub const QUEUE_SIZE: usize = 8192;
 pub const IOV_LIMIT: usize = 16;
+/// One remote range per RMA operation, which is all MPICH posts.
+pub const RMA_IOV_LIMIT: usize = 1;
 pub const CQ_DATA_SIZE: usize = 8;
 /// Objects per domain are limited only by memory; these are what `fi_info` reports.
 pub const OBJECT_COUNT: usize = 1024;
@@ -181,7 +201,7 @@ pub fn offer(api_version: u32) -> Info {
             inject_size: INJECT_SIZE,
             size: QUEUE_SIZE,
             iov_limit: IOV_LIMIT,
-            rma_iov_limit: 0,
+            rma_iov_limit: RMA_IOV_LIMIT,
         },
         rx: RxAttr {
             caps: DEFAULT_CAPS & RX_CAPS,
@@ -287,6 +307,11 @@ pub fn negotiate(api_version: u32, hints: Option<&Info>) -> Result<Info, Refused
         0 => DEFAULT_CAPS & PRIMARY_CAPS,
         asked => asked,
     };
+    let primary = if primary & FI_RMA != 0 && primary & RMA_DIRECTIONS == 0 {
+        primary | RMA_DIRECTIONS
+    } else {
+        primary
+    };
     out.caps = primary | SECONDARY_DEFAULT | (h.caps & FI_SOURCE);
 
     subset(h.tx.caps, SUPPORTED_CAPS, "tx_attr.caps")?;
@@ -296,7 +321,7 @@ pub fn negotiate(api_version: u32, hints: Option<&Info>) -> Result<Info, Refused
     at_most(h.tx.inject_size, INJECT_SIZE, "tx_attr.inject_size")?;
     at_most(h.tx.size, QUEUE_SIZE, "tx_attr.size")?;
     at_most(h.tx.iov_limit, IOV_LIMIT, "tx_attr.iov_limit")?;
-    at_most(h.tx.rma_iov_limit, 0, "tx_attr.rma_iov_limit")?;
+    at_most(h.tx.rma_iov_limit, RMA_IOV_LIMIT, "tx_attr.rma_iov_limit")?;
     out.tx.caps = out.caps & TX_CAPS;
     out.tx.op_flags = h.tx.op_flags;
     out.tx.msg_order = FI_ORDER_SAS | h.tx.msg_order;
@@ -457,6 +482,30 @@ mod tests {
     }
 
     #[test]
+    fn rma_alone_means_every_direction_and_is_granted_only_when_asked() {
+        let h = Info {
+            caps: FI_RMA,
+            ..Default::default()
+        };
+        let i = negotiate(V, Some(&h)).unwrap();
+        assert_eq!(i.caps & RMA_CAPS, RMA_CAPS);
+        assert_eq!(i.caps & (FI_MSG | FI_TAGGED), 0);
+        assert_eq!(i.tx.caps & (FI_REMOTE_READ | FI_REMOTE_WRITE), 0);
+        assert_eq!(i.rx.caps & (FI_READ | FI_WRITE), 0);
+        let h = Info {
+            caps: FI_RMA | FI_READ,
+            ..Default::default()
+        };
+        assert_eq!(
+            negotiate(V, Some(&h)).unwrap().caps & RMA_CAPS,
+            FI_RMA | FI_READ
+        );
+        assert_eq!(negotiate(V, None).unwrap().caps & RMA_CAPS, RMA_CAPS);
+        let i = negotiate(fi_version(1, 5), Some(&ompi_hints())).unwrap();
+        assert_eq!(i.caps & RMA_CAPS, 0, "Open MPI does not ask for RMA");
+    }
+
+    #[test]
     fn ompi_hints_get_bit_63_and_map() {
         let i = negotiate(fi_version(1, 5), Some(&ompi_hints())).unwrap();
         assert_eq!(i.ep.mem_tag_format, TAG_GENERIC);
@@ -483,10 +532,19 @@ mod tests {
         };
         assert_eq!(negotiate(V, Some(&h)), Err(Refused("caps")));
         let h = Info {
-            caps: FI_RMA,
+            caps: FI_ATOMIC,
             ..Default::default()
         };
         assert_eq!(negotiate(V, Some(&h)), Err(Refused("caps")));
+        let mut h = Info::default();
+        h.tx.rma_iov_limit = 2;
+        assert_eq!(
+            negotiate(V, Some(&h)),
+            Err(Refused("tx_attr.rma_iov_limit"))
+        );
+        let mut h = Info::default();
+        h.tx.msg_order = FI_ORDER_RMA_WAR;
+        assert_eq!(negotiate(V, Some(&h)), Err(Refused("tx_attr.msg_order")));
         let mut h = Info::default();
         h.domain.data_progress = FI_PROGRESS_AUTO;
         assert_eq!(

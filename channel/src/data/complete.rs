@@ -65,6 +65,31 @@ impl Outputs {
         }
     }
 
+    /// An RMA operation completed: counted as `event` (FI_WRITE or FI_READ) whatever its
+    /// flags (MPICH counts its injected and unsignaled writes), reported in the CQ as a send
+    /// would be.
+    pub fn rma_done(&self, c: Completion, op_flags: u64, event: u64) {
+        self.count(event, true);
+        if op_flags & FI_INJECT != 0 || (self.tx_selective && op_flags & FI_COMPLETION == 0) {
+            return;
+        }
+        if let Some(cq) = &self.tx_cq {
+            cq.push(c);
+        }
+    }
+
+    pub fn rma_failed(&self, c: Completion, err: Errno, event: u64) {
+        self.count(event, false);
+        if let Some(cq) = &self.tx_cq {
+            cq.push_error(CompletionError {
+                completion: c,
+                olen: 0,
+                err,
+                prov_errno: 0,
+            });
+        }
+    }
+
     /// A receive (or peek) completed.
     pub fn recv_done(&self, c: Completion, op_flags: u64) {
         self.count(FI_RECV, true);

@@ -9,7 +9,7 @@ use iwarp::verbs::{
     QpConfig, QpType, QueuePair, SendOpcode, SendWrOwned, WcOpcode, WcStatus, WorkCompletion,
 };
 
-use super::ops::{Outgoing, PendingSend, RndvRecv, Role};
+use super::ops::{Op, Outgoing, PendingSend, RmaArgs, RndvRecv, Role};
 use super::push::PushKey;
 use super::wire::{self, DATA_HEADER};
 use super::{
@@ -71,8 +71,14 @@ impl DataPath {
 
     /// Connects the data path to what the endpoint bound. `directed`: FI_DIRECTED_RECV is on,
     /// so a receive's source address restricts it.
-    pub fn enable(&mut self, av: Arc<AddressVector>, out: Outputs, directed: bool) {
-        self.st.enable(av, out, directed);
+    pub fn enable(
+        &mut self,
+        av: Arc<AddressVector>,
+        out: Outputs,
+        directed: bool,
+        mrs: crate::mr::SharedMrs,
+    ) {
+        self.st.enable(av, out, directed, mrs);
     }
 
     pub fn set_min_multi_recv(&mut self, n: usize) {
@@ -107,13 +113,20 @@ impl DataPath {
         r
     }
 
+    /// Starts an RMA write (`write`) or read (`rma.rs`).
+    pub fn rma(&mut self, write: bool, a: RmaArgs) -> Result<()> {
+        let r = self.st.rma(write, a);
+        self.flush_backlog();
+        r
+    }
+
     pub fn cancel(&mut self, context: usize) -> Result<()> {
         self.st.cancel(context)
     }
 
     fn can_post(&self, o: &Outgoing) -> bool {
-        self.qp.send_queue_space() > 0
-            && !(matches!(o, Outgoing::Chunk { .. }) && self.st.chunks_inflight >= CHUNK_WINDOW)
+        let chunk = matches!(o, Outgoing::Chunk { .. } | Outgoing::Served { .. });
+        self.qp.send_queue_space() > 0 && !(chunk && self.st.chunks_inflight >= CHUNK_WINDOW)
     }
 
     fn flush_backlog(&mut self) {
@@ -151,8 +164,14 @@ impl DataPath {
                     return;
                 };
                 let mem = s.mem.as_ref().expect("rendezvous sends keep their buffer");
-                let mut header = Vec::with_capacity(DATA_HEADER);
-                wire::data(&mut header, self.st.name.qpn, recv_id, send, offset as u64);
+                let mut header = Vec::with_capacity(wire::WRITE_HEADER);
+                match s.op {
+                    Op::Write { key, addr } => {
+                        let at = addr.wrapping_add(offset as u64);
+                        wire::write(&mut header, self.st.name.qpn, key, at, send);
+                    }
+                    _ => wire::data(&mut header, self.st.name.qpn, recv_id, send, offset as u64),
+                }
                 self.st.chunks_inflight += 1;
                 // The chunk goes from the application's buffer itself when it is contiguous
                 // (a NIC reading registered memory); the send completes only after the peer
@@ -165,6 +184,24 @@ impl DataPath {
                         (s.to, header.into(), Vec::new(), role)
                     }
                 }
+            }
+            Outgoing::Served {
+                to,
+                id,
+                key,
+                addr,
+                offset,
+                len,
+            } => {
+                let mut bytes = Vec::with_capacity(DATA_HEADER + len);
+                wire::read_data(&mut bytes, self.st.name.qpn, id, offset as u64);
+                let at = addr.wrapping_add(offset as u64);
+                if let Err(r) = self.st.mrs.read(key, at, len, &mut bytes) {
+                    // The region went since the READ came.
+                    return self.st.refuse(to, id, r);
+                }
+                self.st.chunks_inflight += 1;
+                (to, bytes.into(), Vec::new(), Role::Served)
             }
         };
         // An inject's completion was reported when it was copied, and its failure has nobody
@@ -299,7 +336,7 @@ impl DataPath {
                     .iter()
                     .map(|o| match o {
                         Outgoing::Message { bytes, .. } => bytes.len(),
-                        Outgoing::Chunk { .. } => 0,
+                        Outgoing::Chunk { .. } | Outgoing::Served { .. } => 0,
                     })
                     .sum::<usize>()
                 + st.stand_ins_bytes(),

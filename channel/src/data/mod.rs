@@ -20,6 +20,7 @@ mod complete;
 mod driver;
 mod ops;
 mod push;
+mod rma;
 mod wire;
 
 use std::collections::VecDeque;
@@ -42,12 +43,13 @@ use crate::matching::{
     Arrival, Context, Delivery, Header, Kind, Matcher, Peek, PeerId, Post, Protocol, RecvSpec,
     Taken,
 };
+use crate::mr::SharedMrs;
 use bufs::SendBufs;
 use complete::kind_flag;
 pub use complete::Outputs;
 pub use driver::DataPath;
-use ops::{Held, Outgoing, PendingSend, Recv, RndvRecv, Role};
-pub use ops::{RecvArgs, SendArgs};
+use ops::{Held, Op, Outgoing, PendingSend, Recv, RndvRecv, Role};
+pub use ops::{RecvArgs, RmaArgs, SendArgs};
 use push::{Parked, Parking, Pieces, PushKey};
 use wire::{Matching, Msg, MATCH_HEADER};
 
@@ -98,6 +100,11 @@ pub struct Stats {
     pub push_parked: u64,
     /// Pushed chunks that went straight into a posted receive.
     pub push_placed: u64,
+    /// Peers' RMA writes and reads of our memory regions, and those refused (no such key,
+    /// out of bounds, access not granted).
+    pub rma_writes_in: u64,
+    pub rma_reads_in: u64,
+    pub rma_refused: u64,
 }
 
 /// What the data path holds, for FI_DIWARP_MEM_REPORT.
@@ -155,6 +162,8 @@ struct State {
     pub stats: Stats,
     /// Buffers for copied sends, reused.
     bufs: SendBufs,
+    /// The domain's memory regions, which peers' RMA names (set by `enable`).
+    mrs: SharedMrs,
 }
 
 impl std::fmt::Debug for State {
@@ -194,12 +203,14 @@ impl State {
             av_seen: 0,
             stats: Stats::default(),
             bufs: SendBufs::default(),
+            mrs: SharedMrs::default(),
         }
     }
 
     /// Connects the data path to what the endpoint bound. `directed`: FI_DIRECTED_RECV is on,
     /// so a receive's source address restricts it.
-    pub fn enable(&mut self, av: Arc<AddressVector>, out: Outputs, directed: bool) {
+    pub fn enable(&mut self, av: Arc<AddressVector>, out: Outputs, directed: bool, mrs: SharedMrs) {
+        self.mrs = mrs;
         self.av = Some(av);
         self.out = out;
         self.directed = directed;
@@ -243,6 +254,7 @@ impl State {
         }
         let id = self.id();
         let pending = PendingSend {
+            op: Op::Send,
             kind: a.kind,
             context: a.context,
             flags: a.flags,
@@ -353,21 +365,22 @@ impl State {
                 self.chunks_inflight -= 1;
                 send
             }
+            Role::Served => {
+                self.chunks_inflight -= 1;
+                return;
+            }
             Role::Part { send } | Role::Rts { send } => send,
         };
         if !ok {
             if let Some(s) = self.sends.remove(&send) {
-                self.stats.failed_sends += 1;
                 diag!(
                     Warn,
                     EpData,
-                    "send to {} failed: the peer did not acknowledge it",
+                    "{} to {} failed: the peer did not acknowledge it",
+                    s.op.name(),
                     s.to.addr
                 );
-                self.out.send_failed(
-                    send_completion(s.kind, s.context, s.len),
-                    Errno(FI_EIO as u32),
-                );
+                self.report(s, Some(Errno(FI_EIO as u32)));
             }
             return;
         }
@@ -382,11 +395,31 @@ impl State {
 
     fn complete_send(&mut self, send: u64) {
         if let Some(s) = self.sends.remove(&send) {
-            let c = Completion {
-                tag: s.tag,
-                ..send_completion(s.kind, s.context, s.len)
-            };
-            self.out.send_done(c, s.flags);
+            self.report(s, None);
+        }
+    }
+
+    /// Reports a send, write or read that ended: done, or failed with `err`.
+    fn report(&mut self, s: PendingSend, err: Option<Errno>) {
+        let (c, event) = match s.op {
+            Op::Send => (
+                Completion {
+                    tag: if err.is_none() { s.tag } else { 0 },
+                    ..send_completion(s.kind, s.context, s.len)
+                },
+                None,
+            ),
+            Op::Write { .. } => (rma_completion(FI_WRITE, s.context), Some(FI_WRITE)),
+            Op::Read { .. } => (rma_completion(FI_READ, s.context), Some(FI_READ)),
+        };
+        if err.is_some() {
+            self.stats.failed_sends += 1;
+        }
+        match (event, err) {
+            (None, None) => self.out.send_done(c, s.flags),
+            (None, Some(e)) => self.out.send_failed(c, e),
+            (Some(ev), None) => self.out.rma_done(c, s.flags, ev),
+            (Some(ev), Some(e)) => self.out.rma_failed(c, e, ev),
         }
     }
 
@@ -397,7 +430,7 @@ impl State {
             self.stats.stray += 1;
             return;
         };
-        if s.cleared || s.mem.is_none() {
+        if s.cleared || s.mem.is_none() || s.op != Op::Send {
             self.stats.stray += 1;
             return;
         }
@@ -462,12 +495,13 @@ impl State {
             .collect();
         for id in ids {
             if let Some(s) = self.sends.remove(&id) {
-                self.stats.failed_sends += 1;
-                diag!(Warn, EpData, "send to {peer} failed: the peer is gone");
-                self.out.send_failed(
-                    send_completion(s.kind, s.context, s.len),
-                    Errno(FI_EIO as u32),
+                diag!(
+                    Warn,
+                    EpData,
+                    "{} to {peer} failed: the peer is gone",
+                    s.op.name()
                 );
+                self.report(s, Some(Errno(FI_EIO as u32)));
             }
         }
     }
@@ -941,6 +975,21 @@ impl State {
             } => self.on_data(src, recv_id, offset, payload),
             // Its work was done: the engine acknowledged it, `heard_from` noted the sender.
             Msg::Ping => {}
+            Msg::Write {
+                key,
+                addr,
+                id,
+                payload,
+            } => self.on_write(AddressHandle::new(src, qpn), key, addr, id, payload),
+            Msg::Read { id, key, addr, len } => {
+                self.on_read(AddressHandle::new(src, qpn), id, key, addr, len)
+            }
+            Msg::ReadData {
+                id,
+                offset,
+                payload,
+            } => self.on_read_data(src, id, offset, payload),
+            Msg::RmaError { id, errno } => self.on_rma_error(src, id, errno),
         }
     }
 
@@ -1087,6 +1136,15 @@ fn matcher_id(handle: Option<u64>) -> Option<PeerId> {
     (h < STAND_IN_BASE).then_some(PeerId(h))
 }
 
+/// An initiator's RMA completion: fi_cq(3) defines `len` for receives only.
+fn rma_completion(dir: u64, context: usize) -> Completion {
+    Completion {
+        op_context: context,
+        flags: FI_RMA | dir,
+        ..Completion::default()
+    }
+}
+
 fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
     Completion {
         op_context: context,
@@ -1096,5 +1154,7 @@ fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
     }
 }
 
+#[cfg(test)]
+mod rma_tests;
 #[cfg(test)]
 mod tests;

@@ -53,9 +53,46 @@ pub enum Held {
     Rndv { handle: u64, from: AddressHandle },
 }
 
+/// An RMA operation, as the application posted it (`rma.rs`).
+#[derive(Debug)]
+pub struct RmaArgs {
+    /// The target's `fi_addr_t`.
+    pub dest: u64,
+    /// The initiator's buffer: the source of a write, the destination of a read.
+    pub mem: UserMem,
+    /// The offset in the target's region `key`.
+    pub addr: u64,
+    pub key: u64,
+    pub context: usize,
+    pub flags: u64,
+}
+
+/// What a [`PendingSend`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// A message (eager or rendezvous).
+    Send,
+    /// An RMA write to `addr` of the target's region `key`: its chunks are WRITEs.
+    Write { key: u64, addr: u64 },
+    /// An RMA read into `mem`: it completes when READ_DATA has brought all `len` bytes
+    /// (`cleared`) and the READ was acknowledged.
+    Read { got: usize },
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Send => "send",
+            Op::Write { .. } => "RMA write",
+            Op::Read { .. } => "RMA read",
+        }
+    }
+}
+
 /// A send waiting for its completion.
 #[derive(Debug)]
 pub struct PendingSend {
+    pub op: Op,
     pub kind: Kind,
     pub context: usize,
     pub flags: u64,
@@ -99,6 +136,8 @@ pub enum Role {
     Cts { recv: u64 },
     /// A liveness probe: an error (the peer is gone) fails every send to `peer`.
     Ping { peer: SocketAddr },
+    /// A READ_DATA chunk served to a peer's read: only the chunk window waits on it.
+    Served,
     /// Control traffic and injects: nothing waits on it.
     Free,
 }
@@ -149,6 +188,16 @@ pub enum Outgoing {
     Chunk {
         send: u64,
         recv_id: Option<u64>,
+        offset: usize,
+        len: usize,
+    },
+    /// A chunk of our region `key` a peer reads, copied from it when posted (the region may
+    /// change or go before the peer acknowledges it): READ_DATA for the peer's read `id`.
+    Served {
+        to: AddressHandle,
+        id: u64,
+        key: u64,
+        addr: u64,
         offset: usize,
         len: usize,
     },

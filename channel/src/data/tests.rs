@@ -13,13 +13,13 @@ use crate::ffi::mem::UserMem;
 use crate::params::Config;
 use crate::testutil::domain_with;
 
-struct Side {
-    ep: Arc<Endpoint>,
-    cq: Arc<CompletionQueue>,
+pub(super) struct Side {
+    pub(super) ep: Arc<Endpoint>,
+    pub(super) cq: Arc<CompletionQueue>,
 }
 
 /// Two enabled endpoints whose AVs hold both names: handle 0 is A, 1 is B.
-fn pair() -> (Side, Side) {
+pub(super) fn pair() -> (Side, Side) {
     pair_with(Config::default())
 }
 
@@ -32,7 +32,7 @@ fn open_side(d: &Arc<crate::domain::Domain>) -> (Arc<Endpoint>, Arc<CompletionQu
 }
 
 /// [`pair_with`] a peer timeout of `limit`.
-fn pair_with_peer_timeout(limit: Duration) -> (Side, Side) {
+pub(super) fn pair_with_peer_timeout(limit: Duration) -> (Side, Side) {
     pair_with(Config {
         peer_timeout: limit,
         ..Config::default()
@@ -40,7 +40,7 @@ fn pair_with_peer_timeout(limit: Duration) -> (Side, Side) {
 }
 
 /// [`pair`] with datagrams cut to Ethernet's MTU, so that a chunk spans many.
-fn pair_at_ethernet_datagrams() -> (Side, Side) {
+pub(super) fn pair_at_ethernet_datagrams() -> (Side, Side) {
     pair_with(Config {
         datagram_size: Some(1472),
         ..Config::default()
@@ -66,7 +66,7 @@ fn pair_with(config: Config) -> (Side, Side) {
     (Side { ep: a, cq: acq }, Side { ep: b, cq: bcq })
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
+pub(super) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31) ^ seed)
         .collect()
@@ -108,13 +108,13 @@ fn recv(
     v
 }
 
-enum Got {
+pub(super) enum Got {
     Ok(Completion),
     Err(CompletionError),
 }
 
 /// Polls both sides until `s` yields a completion (or an error), within 10 s.
-fn next(s: &Side, other: &Side) -> Got {
+pub(super) fn next(s: &Side, other: &Side) -> Got {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let mut got = None;
@@ -128,7 +128,7 @@ fn next(s: &Side, other: &Side) -> Got {
     }
 }
 
-fn ok(g: Got) -> Completion {
+pub(super) fn ok(g: Got) -> Completion {
     match g {
         Got::Ok(c) => c,
         Got::Err(e) => panic!("error completion {e:?}"),

@@ -15,7 +15,15 @@
 //! DATA        receive id u64 | offset u64                                    payload
 //! PUSH        handle u64 | offset u64                                        payload
 //! PING        (nothing: asks the engine for an acknowledgement, see `State::ping_peers`)
+//! WRITE       key u64 | address u64 | write id u64                          payload
+//! READ        read id u64 | key u64 | address u64 | length u64
+//! READ_DATA   read id u64 | offset u64                                      payload
+//! RMA_ERROR   write or read id u64 | fi errno u64
 //! ```
+//!
+//! RMA (`rma.rs`): a WRITE places its payload at `address` of the target's memory region
+//! `key`; a READ asks the target for READ_DATA chunks naming the read; a target that refuses
+//! either (no such region, out of its bounds, access not granted) answers RMA_ERROR.
 
 use crate::matching::Kind;
 
@@ -25,6 +33,10 @@ const CTS: u8 = 3;
 const DATA: u8 = 4;
 const PING: u8 = 5;
 const PUSH: u8 = 6;
+const WRITE: u8 = 7;
+const READ: u8 = 8;
+const READ_DATA: u8 = 9;
+const RMA_ERROR: u8 = 10;
 
 const F_TAGGED: u8 = 1;
 const F_CQ_DATA: u8 = 2;
@@ -41,6 +53,12 @@ pub const CTS_HEADER: usize = 32;
 pub const DATA_HEADER: usize = 24;
 /// Bytes of a PING.
 pub const PING_LEN: usize = 8;
+/// Header bytes of WRITE.
+pub const WRITE_HEADER: usize = 32;
+/// Bytes of READ.
+pub const READ_LEN: usize = 40;
+/// Bytes of RMA_ERROR.
+pub const RMA_ERROR_LEN: usize = 24;
 
 /// Matching data of an EAGER or RTS message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +98,27 @@ pub enum Msg<'a> {
         payload: &'a [u8],
     },
     Ping,
+    Write {
+        key: u64,
+        addr: u64,
+        id: u64,
+        payload: &'a [u8],
+    },
+    Read {
+        id: u64,
+        key: u64,
+        addr: u64,
+        len: u64,
+    },
+    ReadData {
+        id: u64,
+        offset: u64,
+        payload: &'a [u8],
+    },
+    RmaError {
+        id: u64,
+        errno: u64,
+    },
 }
 
 /// Why a message was dropped (each is counted).
@@ -159,6 +198,24 @@ pub fn ping(out: &mut Vec<u8>, qpn: u32) {
     put(out, qpn, PING, 0, &[]);
 }
 
+/// Appends a WRITE header; the caller appends the bytes to place at `addr`.
+pub fn write(out: &mut Vec<u8>, qpn: u32, key: u64, addr: u64, id: u64) {
+    put(out, qpn, WRITE, 0, &[key, addr, id]);
+}
+
+pub fn read(out: &mut Vec<u8>, qpn: u32, id: u64, key: u64, addr: u64, len: u64) {
+    put(out, qpn, READ, 0, &[id, key, addr, len]);
+}
+
+/// Appends a READ_DATA header; the caller appends the bytes read from `offset` on.
+pub fn read_data(out: &mut Vec<u8>, qpn: u32, id: u64, offset: u64) {
+    put(out, qpn, READ_DATA, 0, &[id, offset]);
+}
+
+pub fn rma_error(out: &mut Vec<u8>, qpn: u32, id: u64, errno: u64) {
+    put(out, qpn, RMA_ERROR, 0, &[id, errno]);
+}
+
 /// Whether a message goes to the matcher (an eager message or an RTS), so that its sender must
 /// be known to match a directed receive.
 pub fn is_matched(b: &[u8]) -> bool {
@@ -184,8 +241,11 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
     let need = match op {
         EAGER | RTS => MATCH_HEADER,
         CTS => CTS_HEADER,
-        DATA | PUSH => DATA_HEADER,
+        DATA | PUSH | READ_DATA => DATA_HEADER,
         PING => PING_LEN,
+        WRITE => WRITE_HEADER,
+        READ => READ_LEN,
+        RMA_ERROR => RMA_ERROR_LEN,
         _ => return Err(WireError::Op(op)),
     };
     if b.len() < need {
@@ -251,6 +311,28 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
                 }
                 Msg::Ping
             }
+            READ | RMA_ERROR if b.len() != need => return Err(WireError::Short),
+            WRITE => Msg::Write {
+                key: u64_at(b, 8),
+                addr: u64_at(b, 16),
+                id: u64_at(b, 24),
+                payload: &b[WRITE_HEADER..],
+            },
+            READ => Msg::Read {
+                id: u64_at(b, 8),
+                key: u64_at(b, 16),
+                addr: u64_at(b, 24),
+                len: u64_at(b, 32),
+            },
+            READ_DATA => Msg::ReadData {
+                id: u64_at(b, 8),
+                offset: u64_at(b, 16),
+                payload: &b[DATA_HEADER..],
+            },
+            RMA_ERROR => Msg::RmaError {
+                id: u64_at(b, 8),
+                errno: u64_at(b, 16),
+            },
             PUSH => Msg::Push {
                 handle: u64_at(b, 8),
                 offset: u64_at(b, 16),
@@ -365,6 +447,51 @@ mod tests {
     }
 
     #[test]
+    fn rma_round_trips() {
+        let mut b = vec![];
+        write(&mut b, 3, 1 << 63 | 5, 4096, 77);
+        b.extend_from_slice(b"xy");
+        let want = Msg::Write {
+            key: 1 << 63 | 5,
+            addr: 4096,
+            id: 77,
+            payload: b"xy",
+        };
+        assert_eq!(parse(&b), Ok((3, want)));
+        assert!(!is_data(&b) && !is_matched(&b));
+        assert_eq!(parse(&b[..WRITE_HEADER - 1]).err(), Some(WireError::Short));
+        b.clear();
+        read(&mut b, 3, 8, 9, 10, 1 << 40);
+        let want = Msg::Read {
+            id: 8,
+            key: 9,
+            addr: 10,
+            len: 1 << 40,
+        };
+        assert_eq!(parse(&b), Ok((3, want)));
+        b.push(0);
+        assert_eq!(
+            parse(&b).err(),
+            Some(WireError::Short),
+            "a READ carries no payload"
+        );
+        b.clear();
+        read_data(&mut b, 3, 8, 61440);
+        b.push(1);
+        let want = Msg::ReadData {
+            id: 8,
+            offset: 61440,
+            payload: &[1],
+        };
+        assert_eq!(parse(&b), Ok((3, want)));
+        b.clear();
+        rma_error(&mut b, 3, 8, 13);
+        assert_eq!(parse(&b), Ok((3, Msg::RmaError { id: 8, errno: 13 })));
+        b[1] = 1;
+        assert_eq!(parse(&b).err(), Some(WireError::Reserved));
+    }
+
+    #[test]
     fn malformed_is_refused() {
         let mut b = vec![];
         eager(&mut b, 3, &m(Kind::Msg, None, 4));
@@ -372,8 +499,8 @@ mod tests {
         assert!(matches!(parse(&b), Err(WireError::Length { .. })));
         assert_eq!(parse(&b[..7]).err(), Some(WireError::Short));
         let mut x = b.clone();
-        x[0] = 9;
-        assert_eq!(parse(&x).err(), Some(WireError::Op(9)));
+        x[0] = 0xEE;
+        assert_eq!(parse(&x).err(), Some(WireError::Op(0xEE)));
         let mut x = b.clone();
         x[3] = 1;
         assert_eq!(parse(&x).err(), Some(WireError::Reserved));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{av, cntr, cq, ep, fabric, info, stubs, sys};
+use super::{av, cntr, cq, ep, fabric, info, mr, stubs, sys};
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
 
@@ -60,7 +60,7 @@ pub(super) unsafe extern "C" fn open(
         let fid = sys::fid_domain {
             fid: obj::header::<DomainObj>(context),
             ops: ptr::from_ref(&OPS).cast_mut(),
-            mr: ptr::from_ref(&stubs::MR_OPS).cast_mut(),
+            mr: ptr::from_ref(&mr::MR_OPS).cast_mut(),
         };
         obj::hand_out(domain, fid, inner)?;
         Ok(0)

@@ -2,7 +2,7 @@
 //!
 //! libfabric's contract is that a buffer passed to a data operation stays valid, and is not
 //! touched by the application, until the operation completes (or, for FI_INJECT, until the
-//! call returns). [`UserMem`] is built only here, from those pointers, and gives the safe
+//! call returns); registered memory stays valid until its registration is closed. [`UserMem`] is built only here, from those pointers, and gives the safe
 //! layer bounds-checked reads and writes; this module is where that contract is relied upon.
 
 use std::sync::Arc;

@@ -21,11 +21,13 @@ mod ep;
 mod fabric;
 mod info;
 pub(crate) mod mem;
+mod mr;
 mod msg;
 mod obj;
 mod panic;
 mod param;
 mod provider;
+mod rma;
 mod stubs;
 #[cfg(test)]
 mod tests;

@@ -61,20 +61,6 @@ enosys! {
     domain_endpoint2(*mut fid_domain, *mut fi_info, *mut Ep, u64, Ctx) -> c_int;
 }
 
-// Memory registration: sends and receives need none (mr_mode 0).
-enosys! {
-    mr_reg(*mut fid, *const c_void, usize, u64, u64, u64, u64, *mut *mut fid_mr, Ctx) -> c_int;
-    mr_regv(*mut fid, *const iovec, usize, u64, u64, u64, u64, *mut *mut fid_mr, Ctx) -> c_int;
-    mr_regattr(*mut fid, *const fi_mr_attr, u64, *mut *mut fid_mr) -> c_int;
-}
-
-pub(super) static MR_OPS: fi_ops_mr = fi_ops_mr {
-    size: size_of::<fi_ops_mr>(),
-    reg: Some(mr_reg),
-    regv: Some(mr_regv),
-    regattr: Some(mr_regattr),
-};
-
 // Endpoint control and connection management that RDM endpoints do not use.
 enosys! {
     ep_tx_ctx(Ep, c_int, *mut fi_tx_attr, *mut Ep, Ctx) -> c_int;
@@ -91,31 +77,12 @@ enosys! {
     cm_join(Ep, *const c_void, u64, *mut *mut fid_mc, Ctx) -> c_int;
 }
 
-// RMA, atomics and collectives are not offered (no FI_RMA, FI_ATOMIC or FI_COLLECTIVE caps).
+// Remote CQ data on RMA writes is not offered (neither MPI uses it); atomics and collectives
+// are not offered at all (no FI_ATOMIC or FI_COLLECTIVE caps).
 enosys! {
-    rma_read(Ep, Ctx, usize, Ctx, fi_addr_t, u64, u64, Ctx) -> isize;
-    rma_readv(Ep, *const iovec, *mut Ctx, usize, fi_addr_t, u64, u64, Ctx) -> isize;
-    rma_readmsg(Ep, *const fi_msg_rma, u64) -> isize;
-    rma_write(Ep, *const c_void, usize, Ctx, fi_addr_t, u64, u64, Ctx) -> isize;
-    rma_writev(Ep, *const iovec, *mut Ctx, usize, fi_addr_t, u64, u64, Ctx) -> isize;
-    rma_writemsg(Ep, *const fi_msg_rma, u64) -> isize;
-    rma_inject(Ep, *const c_void, usize, fi_addr_t, u64, u64) -> isize;
     rma_writedata(Ep, *const c_void, usize, Ctx, u64, fi_addr_t, u64, u64, Ctx) -> isize;
     rma_injectdata(Ep, *const c_void, usize, u64, fi_addr_t, u64, u64) -> isize;
 }
-
-pub(super) static RMA_OPS: fi_ops_rma = fi_ops_rma {
-    size: size_of::<fi_ops_rma>(),
-    read: Some(rma_read),
-    readv: Some(rma_readv),
-    readmsg: Some(rma_readmsg),
-    write: Some(rma_write),
-    writev: Some(rma_writev),
-    writemsg: Some(rma_writemsg),
-    inject: Some(rma_inject),
-    writedata: Some(rma_writedata),
-    injectdata: Some(rma_injectdata),
-};
 
 type Dt = fi_datatype;
 type Op = fi_op;

@@ -277,26 +277,52 @@ fn cq_counter_options_and_unimplemented_ops() {
         );
         assert_eq!(flags, 0, "getinfo without hints leaves op_flags empty");
 
-        // A send to an address not in the AV is refused; RMA is never offered. Both say so,
-        // not crash.
+        // A send or an RMA write to an address not in the AV is refused, not a crash.
         let t = &*(*o.ep).tagged;
         let r = t.send.unwrap()(o.ep, null(), 0, null_mut(), 99, 1, null_mut());
         assert_eq!(r, -(FI_EINVAL as isize));
-        let r = (*(*o.ep).rma).write.unwrap()(o.ep, null(), 0, null_mut(), 0, 0, 0, null_mut());
-        assert_eq!(r, -(FI_ENOSYS as isize));
-        let mut mr = null_mut();
-        let reg = (*(*o.dom).mr).reg.unwrap()(
-            ptr::addr_of_mut!((*o.dom).fid),
-            null(),
-            0,
-            0,
-            0,
-            0,
-            0,
-            &mut mr,
-            null_mut(),
+        let r = (*(*o.ep).rma).write.unwrap()(o.ep, null(), 0, null_mut(), 99, 0, 0, null_mut());
+        assert_eq!(r, -(FI_EINVAL as isize));
+        let r =
+            (*(*o.ep).rma).writedata.unwrap()(o.ep, null(), 0, null_mut(), 0, 99, 0, 0, null_mut());
+        assert_eq!(r, -(FI_ENOSYS as isize), "no remote CQ data on writes");
+
+        // Registration: the requested key is the key, once per domain; a null base with a
+        // length is refused; closing frees the key.
+        let reg = (*(*o.dom).mr).reg.unwrap();
+        let dom = ptr::addr_of_mut!((*o.dom).fid);
+        let mut buf = [0u8; 64];
+        let (mut mr, mut again) = (null_mut::<fid_mr>(), null_mut::<fid_mr>());
+        let access = FI_REMOTE_READ | FI_REMOTE_WRITE;
+        let key = 1u64 << 63 | 9;
+        let at = buf.as_mut_ptr().cast::<c_void>();
+        assert_eq!(reg(dom, at, 64, access, 0, key, 0, &mut mr, null_mut()), 0);
+        assert_eq!((*mr).key, key);
+        assert_eq!(
+            reg(dom, at, 64, access, 0, key, 0, &mut again, null_mut()),
+            neg(FI_ENOKEY as u64)
         );
-        assert_eq!(reg, neg(FI_ENOSYS));
+        assert_eq!(
+            reg(dom, null(), 64, access, 0, 1, 0, &mut again, null_mut()),
+            neg(FI_EINVAL)
+        );
+        assert_eq!(
+            (*(*o.dom).fid.ops).close.unwrap()(dom),
+            neg(FI_EBUSY),
+            "an MR holds its domain"
+        );
+        assert_eq!(
+            (*(*mr).fid.ops).close.unwrap()(ptr::addr_of_mut!((*mr).fid)),
+            0
+        );
+        assert_eq!(
+            reg(dom, at, 64, access, 0, key, 0, &mut again, null_mut()),
+            0
+        );
+        assert_eq!(
+            (*(*again).fid.ops).close.unwrap()(ptr::addr_of_mut!((*again).fid)),
+            0
+        );
 
         close_all(o);
     }
