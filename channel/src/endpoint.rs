@@ -427,6 +427,11 @@ impl Endpoint {
         }
     }
 
+    /// The flags a `*msg` call gave, or else the default flags of `selector`'s direction.
+    pub fn flags_or_default(&self, given: Option<u64>, selector: u64) -> Result<u64> {
+        given.map_or_else(|| self.op_flags(selector), Ok)
+    }
+
     /// FI_SETOPSFLAG: `value` is FI_TRANSMIT or FI_RECV plus the new default flags.
     pub fn set_op_flags(&self, value: u64) -> Result<()> {
         let mut st = self.state.lock();

@@ -38,37 +38,10 @@ impl Outputs {
         }
     }
 
-    /// A send completed; `flags` are the operation's.
-    pub fn send_done(&self, c: Completion, op_flags: u64) {
-        self.count(FI_SEND, true);
-        if op_flags & FI_INJECT != 0 {
-            return;
-        }
-        if self.tx_selective && op_flags & FI_COMPLETION == 0 {
-            return;
-        }
-        if let Some(cq) = &self.tx_cq {
-            cq.push(c);
-        }
-    }
-
-    /// A send failed (errors are always reported).
-    pub fn send_failed(&self, c: Completion, err: Errno) {
-        self.count(FI_SEND, false);
-        if let Some(cq) = &self.tx_cq {
-            cq.push_error(CompletionError {
-                completion: c,
-                olen: 0,
-                err,
-                prov_errno: 0,
-            });
-        }
-    }
-
-    /// An RMA operation completed: counted as `event` (FI_WRITE or FI_READ) whatever its
-    /// flags (MPICH counts its injected and unsignaled writes), reported in the CQ as a send
-    /// would be.
-    pub fn rma_done(&self, c: Completion, op_flags: u64, event: u64) {
+    /// A send, write or read completed, counted as `event` (FI_SEND, FI_WRITE or FI_READ)
+    /// whatever its flags (MPICH counts its injected and unsignaled writes); `op_flags` are
+    /// the operation's.
+    pub fn tx_done(&self, c: Completion, op_flags: u64, event: u64) {
         self.count(event, true);
         if op_flags & FI_INJECT != 0 || (self.tx_selective && op_flags & FI_COMPLETION == 0) {
             return;
@@ -78,16 +51,10 @@ impl Outputs {
         }
     }
 
-    pub fn rma_failed(&self, c: Completion, err: Errno, event: u64) {
+    /// A send, write or read failed (errors are always reported).
+    pub fn tx_failed(&self, c: Completion, err: Errno, event: u64) {
         self.count(event, false);
-        if let Some(cq) = &self.tx_cq {
-            cq.push_error(CompletionError {
-                completion: c,
-                olen: 0,
-                err,
-                prov_errno: 0,
-            });
-        }
+        push_error(&self.tx_cq, c, err, 0);
     }
 
     /// A receive (or peek) completed.
@@ -104,13 +71,17 @@ impl Outputs {
     /// A receive ended in error: truncation (`olen` bytes lost), cancellation, peek miss.
     pub fn recv_failed(&self, c: Completion, err: Errno, olen: usize) {
         self.count(FI_RECV, false);
-        if let Some(cq) = &self.rx_cq {
-            cq.push_error(CompletionError {
-                completion: c,
-                olen,
-                err,
-                prov_errno: 0,
-            });
-        }
+        push_error(&self.rx_cq, c, err, olen);
+    }
+}
+
+fn push_error(cq: &Option<Arc<CompletionQueue>>, c: Completion, err: Errno, olen: usize) {
+    if let Some(cq) = cq {
+        cq.push_error(CompletionError {
+            completion: c,
+            olen,
+            err,
+            prov_errno: 0,
+        });
     }
 }

@@ -249,23 +249,11 @@ impl State {
             a.mem.read_into(0, len, &mut bytes);
             self.handle_message(to.addr, &bytes);
             let c = send_completion(a.kind, a.context, len);
-            self.out.send_done(c, a.flags);
+            self.out.tx_done(c, a.flags, FI_SEND);
             return Ok(());
         }
         let id = self.id();
-        let pending = PendingSend {
-            op: Op::Send,
-            kind: a.kind,
-            context: a.context,
-            flags: a.flags,
-            tag: a.tag,
-            len,
-            mem: None,
-            to,
-            outstanding: 1,
-            cleared: true,
-            pushed: 0,
-        };
+        let pending = PendingSend::new(Op::Send, a.kind, a.context, a.flags, a.tag, len, to);
         // An inject is copied whatever the eager size: its buffer is the caller's again at once.
         if len <= self.eager || inject {
             let mut bytes = self.bufs.take(MATCH_HEADER + len);
@@ -282,7 +270,7 @@ impl State {
             let role = if inject || buffered {
                 // The bytes are copied: the send is done as far as the caller goes.
                 self.out
-                    .send_done(send_completion(a.kind, a.context, len), a.flags);
+                    .tx_done(send_completion(a.kind, a.context, len), a.flags, FI_SEND);
                 Role::Free
             } else {
                 self.sends.insert(id, pending);
@@ -407,19 +395,17 @@ impl State {
                     tag: if err.is_none() { s.tag } else { 0 },
                     ..send_completion(s.kind, s.context, s.len)
                 },
-                None,
+                FI_SEND,
             ),
-            Op::Write { .. } => (rma_completion(FI_WRITE, s.context), Some(FI_WRITE)),
-            Op::Read { .. } => (rma_completion(FI_READ, s.context), Some(FI_READ)),
+            Op::Write { .. } => (rma_completion(FI_WRITE, s.context), FI_WRITE),
+            Op::Read { .. } => (rma_completion(FI_READ, s.context), FI_READ),
         };
-        if err.is_some() {
-            self.stats.failed_sends += 1;
-        }
-        match (event, err) {
-            (None, None) => self.out.send_done(c, s.flags),
-            (None, Some(e)) => self.out.send_failed(c, e),
-            (Some(ev), None) => self.out.rma_done(c, s.flags, ev),
-            (Some(ev), Some(e)) => self.out.rma_failed(c, e, ev),
+        match err {
+            None => self.out.tx_done(c, s.flags, event),
+            Some(e) => {
+                self.stats.failed_sends += 1;
+                self.out.tx_failed(c, e, event);
+            }
         }
     }
 

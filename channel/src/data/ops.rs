@@ -109,6 +109,34 @@ pub struct PendingSend {
     pub pushed: usize,
 }
 
+impl PendingSend {
+    /// An operation of `len` bytes to `to` waiting for one queue-pair message.
+    #[allow(clippy::too_many_arguments)] // the operation's own fields
+    pub fn new(
+        op: Op,
+        kind: Kind,
+        context: usize,
+        flags: u64,
+        tag: u64,
+        len: usize,
+        to: AddressHandle,
+    ) -> PendingSend {
+        PendingSend {
+            op,
+            kind,
+            context,
+            flags,
+            tag,
+            len,
+            mem: None,
+            to,
+            outstanding: 1,
+            cleared: true,
+            pushed: 0,
+        }
+    }
+}
+
 /// A matched rendezvous receive whose chunks are arriving.
 #[derive(Debug)]
 pub struct RndvRecv {

@@ -29,19 +29,7 @@ impl State {
         } else {
             Op::Read { got: 0 }
         };
-        let mut s = PendingSend {
-            op,
-            kind: Kind::Msg,
-            context: a.context,
-            flags: a.flags,
-            tag: 0,
-            len,
-            mem: None,
-            to,
-            outstanding: 1,
-            cleared: true,
-            pushed: 0,
-        };
+        let mut s = PendingSend::new(op, Kind::Msg, a.context, a.flags, 0, len, to);
         if name.udp_addr() == self.name.udp_addr() && name.qpn == self.name.qpn {
             // Our own region: no queue pair involved.
             let done = self.local_rma(write, &a);

@@ -80,10 +80,7 @@ unsafe fn recv(
     flags: Option<u64>,
 ) -> Result<isize> {
     let e = ep::get(ep.cast())?;
-    let flags = match flags {
-        Some(f) => f,
-        None => e.op_flags(FI_RECV)?,
-    };
+    let flags = e.flags_or_default(flags, FI_RECV)?;
     e.recv(RecvArgs {
         kind,
         src,

@@ -34,10 +34,7 @@ unsafe fn rma(
     flags: Option<u64>,
 ) -> Result<isize> {
     let e = ep::get(ep.cast())?;
-    let flags = match flags {
-        Some(f) => f,
-        None => e.op_flags(FI_TRANSMIT)?,
-    };
+    let flags = e.flags_or_default(flags, FI_TRANSMIT)?;
     e.rma(
         write,
         RmaArgs {
