@@ -55,13 +55,12 @@ pub const TX_OP_FLAGS: u64 = FI_COMPLETION
     | FI_MATCH_COMPLETE;
 pub const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV;
 /// Send-after-send is the MPI non-overtaking rule. A target takes a peer's WRITEs and READs in
-/// order, so reads and writes after writes and reads after reads keep their order; a write
-/// after a read does not (a read's chunks are copied when they are sent, later), nor does a
-/// read or write after a send (a rendezvous send's data is placed after its answer). The
+/// order, so reads and writes after writes and reads after reads keep their order; a write or
+/// a send after a read does not (a read's chunks are copied when they are sent, later), nor
+/// does a read or write after a send (a rendezvous send's data is placed after its answer). The
 /// atomic orderings hold vacuously while FI_ATOMIC is not offered (MPICH asks for them
 /// regardless); FI_ORDER_DATA does not hold, since rendezvous segments are placed as they arrive.
 pub const SUPPORTED_ORDER: u64 = FI_ORDER_SAS
-    | FI_ORDER_SAR
     | FI_ORDER_SAW
     | FI_ORDER_RAR
     | FI_ORDER_RAW

@@ -89,7 +89,9 @@ impl DataPath {
         self.st.stats
     }
 
-    pub fn send(&mut self, a: SendArgs) -> Result<()> {
+    /// FI_EAGAIN while too many sends wait for the queue pair or too many copies for the
+    /// peers, after one progress pass to make room.
+    fn room(&mut self) -> Result<()> {
         let full =
             |st: &State| st.backlog.len() >= BACKLOG_MAX || st.bufs.lent_bytes() >= COPIED_MAX;
         if full(&self.st) {
@@ -98,6 +100,11 @@ impl DataPath {
                 return Err(Errno::AGAIN);
             }
         }
+        Ok(())
+    }
+
+    pub fn send(&mut self, a: SendArgs) -> Result<()> {
+        self.room()?;
         let r = self.st.send(a);
         self.flush_backlog();
         r
@@ -115,6 +122,7 @@ impl DataPath {
 
     /// Starts an RMA write (`write`) or read (`rma.rs`).
     pub fn rma(&mut self, write: bool, a: RmaArgs) -> Result<()> {
+        self.room()?;
         let r = self.st.rma(write, a);
         self.flush_backlog();
         r
@@ -166,9 +174,11 @@ impl DataPath {
                 let mem = s.mem.as_ref().expect("rendezvous sends keep their buffer");
                 let mut header = Vec::with_capacity(wire::WRITE_HEADER);
                 match s.op {
-                    Op::Write { key, addr } => {
-                        let at = addr.wrapping_add(offset as u64);
-                        wire::write(&mut header, self.st.name.qpn, key, at, send);
+                    Op::Write { key, addr, .. } => {
+                        // `State::rma` refused an `addr + len` past u64::MAX.
+                        let at = addr + offset as u64;
+                        let last = offset + len == s.len;
+                        wire::write(&mut header, self.st.name.qpn, key, at, send, last);
                     }
                     _ => wire::data(&mut header, self.st.name.qpn, recv_id, send, offset as u64),
                 }
@@ -195,10 +205,11 @@ impl DataPath {
             } => {
                 let mut bytes = Vec::with_capacity(DATA_HEADER + len);
                 wire::read_data(&mut bytes, self.st.name.qpn, id, offset as u64);
-                let at = addr.wrapping_add(offset as u64);
+                // `on_read` checked `addr + len` against the region.
+                let at = addr + offset as u64;
                 if let Err(r) = self.st.mrs.read(key, at, len, &mut bytes) {
                     // The region went since the READ came.
-                    return self.st.refuse(to, id, r);
+                    return self.st.refuse(to, id, r, false);
                 }
                 self.st.chunks_inflight += 1;
                 (to, bytes.into(), Vec::new(), Role::Served)

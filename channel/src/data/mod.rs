@@ -100,8 +100,8 @@ pub struct Stats {
     pub push_parked: u64,
     /// Pushed chunks that went straight into a posted receive.
     pub push_placed: u64,
-    /// Peers' RMA writes and reads of our memory regions, and those refused (no such key,
-    /// out of bounds, access not granted).
+    /// Peers' RMA WRITE messages (a write's chunks) and READs placed and served from our
+    /// memory regions, and those refused (no such key, out of bounds, access not granted).
     pub rma_writes_in: u64,
     pub rma_reads_in: u64,
     pub rma_refused: u64,
@@ -383,7 +383,16 @@ impl State {
 
     fn complete_send(&mut self, send: u64) {
         if let Some(s) = self.sends.remove(&send) {
-            self.report(s, None);
+            let refused = matches!(s.op, Op::Write { refused: true, .. });
+            if refused {
+                diag!(
+                    Warn,
+                    EpData,
+                    "RMA write to {} failed: the target refused it",
+                    s.to.addr
+                );
+            }
+            self.report(s, refused.then_some(Errno::ACCES));
         }
     }
 
@@ -501,7 +510,7 @@ impl State {
         let mut peers: Vec<AddressHandle> = self
             .sends
             .values()
-            .filter(|s| s.mem.is_some())
+            .filter(|s| s.mem.is_some() || !s.cleared)
             .map(|s| s.to)
             .collect();
         peers.sort_unstable_by_key(|a| (a.addr, a.qpn));
@@ -965,8 +974,9 @@ impl State {
                 key,
                 addr,
                 id,
+                last,
                 payload,
-            } => self.on_write(AddressHandle::new(src, qpn), key, addr, id, payload),
+            } => self.on_write(AddressHandle::new(src, qpn), key, addr, (id, last), payload),
             Msg::Read { id, key, addr, len } => {
                 self.on_read(AddressHandle::new(src, qpn), id, key, addr, len)
             }
@@ -975,7 +985,7 @@ impl State {
                 offset,
                 payload,
             } => self.on_read_data(src, id, offset, payload),
-            Msg::RmaError { id, errno } => self.on_rma_error(src, id, errno),
+            Msg::RmaAnswer { id, errno, last } => self.on_rma_answer(src, id, errno, last),
         }
     }
 

@@ -72,8 +72,10 @@ pub struct RmaArgs {
 pub enum Op {
     /// A message (eager or rendezvous).
     Send,
-    /// An RMA write to `addr` of the target's region `key`: its chunks are WRITEs.
-    Write { key: u64, addr: u64 },
+    /// An RMA write to `addr` of the target's region `key`: its chunks are WRITEs. It
+    /// completes when every chunk is acknowledged and the target answered the last
+    /// (`cleared`); `refused` if the target refused any.
+    Write { key: u64, addr: u64, refused: bool },
     /// An RMA read into `mem`: it completes when READ_DATA has brought all `len` bytes
     /// (`cleared`) and the READ was acknowledged.
     Read { got: usize },

@@ -2,11 +2,13 @@
 //! WRITE chunks that the target places into the memory region they name; a read is a READ the
 //! target answers with READ_DATA chunks, which land in the initiator's buffer at their offset.
 //!
-//! Completion follows the send rules. A write completes once the target has acknowledged every
-//! chunk; the target places a WRITE in the poll that takes it in, before any acknowledgement
-//! of it leaves, so this is FI_DELIVERY_COMPLETE. A read completes once all its bytes came.
-//! A target that refuses an access (no such key, out of bounds, not granted) counts it, logs
-//! it and answers RMA_ERROR, which fails the operation with FI_EACCES if it is still pending.
+//! A write completes once every chunk is acknowledged and the target has answered its last
+//! chunk, which it does after placing it (and, in order, all before it): FI_DELIVERY_COMPLETE,
+//! and a refusal is never overtaken by an acknowledgement. A read completes once all its bytes
+//! came. A target that refuses an access (no such key, out of bounds, not granted) counts it,
+//! logs it and answers with FI_EACCES, which fails the operation. A failed write's remaining
+//! chunks still go, refused in turn: the caller's buffer they are lent from stays in use until
+//! the write is reported.
 
 use super::*;
 use crate::mr::Refusal;
@@ -21,10 +23,14 @@ impl State {
             return Err(Errno::INVAL);
         }
         let to = AddressHandle::new(name.udp_addr(), name.qpn);
+        if a.addr.checked_add(len as u64).is_none() {
+            return Err(Errno::INVAL);
+        }
         let op = if write {
             Op::Write {
                 key: a.key,
                 addr: a.addr,
+                refused: false,
             }
         } else {
             Op::Read { got: 0 }
@@ -37,9 +43,10 @@ impl State {
             return Ok(());
         }
         let id = self.id();
+        // A write waits for the target's answer to its last chunk, a read for its bytes.
+        s.cleared = !write && len == 0;
         if !write {
             s.mem = Some(a.mem);
-            s.cleared = len == 0;
             let mut bytes = Vec::with_capacity(wire::READ_LEN);
             wire::read(&mut bytes, self.name.qpn, id, a.key, a.addr, len as u64);
             self.sends.insert(id, s);
@@ -51,7 +58,7 @@ impl State {
         } else if inject || len <= self.eager {
             // Copied, as an eager send is: an inject's buffer is the caller's again at once.
             let mut bytes = self.bufs.take(wire::WRITE_HEADER + len);
-            wire::write(&mut bytes, self.name.qpn, a.key, a.addr, id);
+            wire::write(&mut bytes, self.name.qpn, a.key, a.addr, id, true);
             a.mem.read_into(0, len, &mut bytes);
             self.sends.insert(id, s);
             let bytes = self.bufs.freeze(bytes);
@@ -88,18 +95,23 @@ impl State {
         done
     }
 
-    /// A peer's WRITE into our region `key`.
+    /// A peer's WRITE into our region `key`; the last of a write is answered.
     pub(super) fn on_write(
         &mut self,
         from: AddressHandle,
         key: u64,
         addr: u64,
-        id: u64,
+        (id, last): (u64, bool),
         payload: &[u8],
     ) {
         match self.mrs.write(key, addr, payload) {
-            Ok(()) => self.stats.rma_writes_in += 1,
-            Err(r) => self.refuse(from, id, r),
+            Ok(()) => {
+                self.stats.rma_writes_in += 1;
+                if last {
+                    self.answer(from, id, 0, true);
+                }
+            }
+            Err(r) => self.refuse(from, id, r, last),
         }
     }
 
@@ -115,7 +127,7 @@ impl State {
             .and_then(|n| self.mrs.readable(key, addr, n).map(|()| n));
         let len = match checked {
             Ok(n) => n,
-            Err(r) => return self.refuse(from, id, r),
+            Err(r) => return self.refuse(from, id, r, false),
         };
         self.stats.rma_reads_in += 1;
         let mut offset = 0;
@@ -139,16 +151,16 @@ impl State {
             self.stats.stray += 1;
             return;
         };
-        let fits = usize::try_from(offset)
-            .ok()
-            .and_then(|o| o.checked_add(payload.len()))
-            .is_some_and(|end| end <= s.len);
-        let (Op::Read { got }, Some(mem), true, true) = (&mut s.op, &s.mem, s.to.addr == src, fits)
-        else {
+        // READ_DATA comes in order: each chunk starts where the last ended.
+        let (Op::Read { got }, Some(mem), true) = (&mut s.op, &s.mem, s.to.addr == src) else {
             self.stats.malformed += 1;
             return;
         };
-        mem.write_at(offset as usize, payload);
+        if offset != *got as u64 || *got + payload.len() > s.len {
+            self.stats.malformed += 1;
+            return;
+        }
+        mem.write_at(*got, payload);
         *got += payload.len();
         if *got >= s.len {
             s.cleared = true;
@@ -158,32 +170,51 @@ impl State {
         }
     }
 
-    /// The target refused our write or read `id`.
-    pub(super) fn on_rma_error(&mut self, src: SocketAddr, id: u64, errno: u64) {
-        let ours = self
+    /// The target answered our write or read `id`: `errno` 0 (done) or why it refused; `last`:
+    /// it answers a write's last chunk.
+    pub(super) fn on_rma_answer(&mut self, src: SocketAddr, id: u64, errno: u64, last: bool) {
+        let Some(s) = self
             .sends
-            .get(&id)
-            .is_some_and(|s| s.op != Op::Send && s.to.addr == src);
-        if !ours {
+            .get_mut(&id)
+            .filter(|s| s.op != Op::Send && s.to.addr == src)
+        else {
             self.stats.stray += 1;
             return;
+        };
+        match &mut s.op {
+            Op::Write { refused, .. } => {
+                *refused |= errno != 0;
+                if last {
+                    s.cleared = true;
+                    if s.outstanding == 0 {
+                        self.complete_send(id);
+                    }
+                }
+            }
+            Op::Read { .. } if errno != 0 => {
+                // Nothing of ours is lent to a read: it can end at once.
+                let s = self.sends.remove(&id).expect("looked up above");
+                diag!(
+                    Warn,
+                    EpData,
+                    "RMA read from {src} failed: the target refused it"
+                );
+                self.report(s, Some(Errno::ACCES));
+            }
+            _ => self.stats.malformed += 1,
         }
-        let s = self.sends.remove(&id).expect("looked up above");
-        diag!(
-            Warn,
-            EpData,
-            "{} to {src} failed: the target refused it (fi errno {errno})",
-            s.op.name()
-        );
-        self.report(s, Some(Errno::ACCES));
     }
 
-    /// Counts and logs a refused access, and tells the initiator.
-    pub(super) fn refuse(&mut self, to: AddressHandle, id: u64, why: Refusal) {
+    /// Counts and logs a refused access, and tells the initiator (`last`: the write's last).
+    pub(super) fn refuse(&mut self, to: AddressHandle, id: u64, why: Refusal, last: bool) {
         self.stats.rma_refused += 1;
         diag!(Warn, EpData, "RMA from {} refused: {why}", to.addr);
-        let mut bytes = Vec::with_capacity(wire::RMA_ERROR_LEN);
-        wire::rma_error(&mut bytes, self.name.qpn, id, u64::from(Errno::ACCES.0));
+        self.answer(to, id, u64::from(Errno::ACCES.0), last);
+    }
+
+    fn answer(&mut self, to: AddressHandle, id: u64, errno: u64, last: bool) {
+        let mut bytes = Vec::with_capacity(wire::RMA_ANSWER_LEN);
+        wire::rma_answer(&mut bytes, self.name.qpn, id, errno, last);
         self.submit(Outgoing::Message {
             to,
             bytes: bytes.into(),

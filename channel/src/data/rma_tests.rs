@@ -152,19 +152,14 @@ fn refused_accesses_are_counted_and_reads_fail_with_eacces() {
         expect_eacces(&a, &b, ctx);
         assert_eq!(*got.lock(), vec![0xEE; 20], "a refused read writes nothing");
     }
-    let (mem, _) = UserMem::owned(pattern(20, 1));
-    rma(&a, true, mem, 0, KEY, 3, FI_COMPLETION);
-    // The refusal races the acknowledgement of the write: either may end it first.
-    match next(&a, &b) {
-        Got::Ok(c) => assert_eq!(c.op_context, 3),
-        Got::Err(e) => assert_eq!((e.err, e.completion.op_context), (Errno::ACCES, 3)),
+    // Writes into a region without remote write: one datagram, several chunks, none at all.
+    for (n, ctx) in [(20, 3), (3 * CHUNK + 5, 4), (0, 5)] {
+        let (mem, _) = UserMem::owned(pattern(n, 1));
+        rma(&a, true, mem, 0, KEY, ctx, FI_COMPLETION);
+        expect_eacces(&a, &b, ctx);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.ep.data_stats().rma_refused < 3 {
-        let _ = a.cq.read(0, |_, _| ());
-        let _ = b.cq.read(0, |_, _| ());
-        assert!(Instant::now() < deadline, "refusals not counted");
-    }
+    // Two reads, then writes of 1, 4 and 1 messages.
+    assert_eq!(b.ep.data_stats().rma_refused, 2 + 1 + 4 + 1);
     assert_eq!(
         *shown.lock(),
         vec![0; 1000],
@@ -173,8 +168,44 @@ fn refused_accesses_are_counted_and_reads_fail_with_eacces() {
     // A region closed while a read is under way: the read fails, it does not hang.
     assert!(b.ep.domain.mrs.remove(KEY));
     let (mem, _) = UserMem::owned(vec![0; 10]);
-    rma(&a, false, mem, 0, KEY, 4, FI_COMPLETION);
-    expect_eacces(&a, &b, 4);
+    rma(&a, false, mem, 0, KEY, 6, FI_COMPLETION);
+    expect_eacces(&a, &b, 6);
+    // A range past the end of the address space is refused before anything is sent.
+    let wraps = RmaArgs {
+        dest: 1,
+        mem: UserMem::owned(vec![0; 2 * CHUNK]).0,
+        addr: u64::MAX - 10,
+        key: KEY,
+        context: 0,
+        flags: 0,
+    };
+    assert_eq!(a.ep.rma(true, wraps), Err(Errno::INVAL));
+}
+
+#[test]
+fn rma_to_the_endpoint_itself_lands_and_is_checked() {
+    let (a, b) = pair();
+    let shown = region(&b, KEY, 100, FI_REMOTE_READ | FI_REMOTE_WRITE);
+    // A itself (handle 0): the region is the domain's, which A shares with B here.
+    let args = |mem, addr, ctx| RmaArgs {
+        dest: 0,
+        mem,
+        addr,
+        key: KEY,
+        context: ctx,
+        flags: FI_COMPLETION,
+    };
+    a.ep.rma(true, args(UserMem::owned(pattern(30, 4)).0, 10, 1))
+        .unwrap();
+    expect_rma(next(&a, &b), FI_WRITE, 1);
+    assert_eq!(&shown.lock()[10..40], &pattern(30, 4)[..]);
+    let (mem, got) = UserMem::owned(vec![0; 30]);
+    a.ep.rma(false, args(mem, 10, 2)).unwrap();
+    expect_rma(next(&a, &b), FI_READ, 2);
+    assert_eq!(*got.lock(), pattern(30, 4));
+    a.ep.rma(false, args(UserMem::owned(vec![0; 30]).0, 90, 3))
+        .unwrap();
+    expect_eacces(&a, &b, 3);
 }
 
 #[test]

@@ -18,12 +18,14 @@
 //! WRITE       key u64 | address u64 | write id u64                          payload
 //! READ        read id u64 | key u64 | address u64 | length u64
 //! READ_DATA   read id u64 | offset u64                                      payload
-//! RMA_ERROR   write or read id u64 | fi errno u64
+//! RMA_ANSWER  write or read id u64 | fi errno u64 (0: done)
 //! ```
 //!
 //! RMA (`rma.rs`): a WRITE places its payload at `address` of the target's memory region
-//! `key`; a READ asks the target for READ_DATA chunks naming the read; a target that refuses
-//! either (no such region, out of its bounds, access not granted) answers RMA_ERROR.
+//! `key`; a READ asks the target for READ_DATA chunks naming the read. A target that refuses
+//! either (no such region, out of its bounds, access not granted) answers RMA_ANSWER with an
+//! errno, and it answers a write's last WRITE (flagged `F_LAST`) in any case, echoing the flag:
+//! that answer, not the acknowledgement, completes the write.
 
 use crate::matching::Kind;
 
@@ -36,7 +38,7 @@ const PUSH: u8 = 6;
 const WRITE: u8 = 7;
 const READ: u8 = 8;
 const READ_DATA: u8 = 9;
-const RMA_ERROR: u8 = 10;
+const RMA_ANSWER: u8 = 10;
 
 const F_TAGGED: u8 = 1;
 const F_CQ_DATA: u8 = 2;
@@ -44,6 +46,8 @@ const F_CQ_DATA: u8 = 2;
 const F_PUSHED: u8 = 4;
 /// CTS: the receiver keeps the pushed chunks; the sender sends the rest after them.
 const F_TAKEN: u8 = 1;
+/// WRITE: the write's last; RMA_ANSWER: answers a write's last WRITE.
+const F_LAST: u8 = 1;
 
 /// Header bytes of EAGER and RTS.
 pub const MATCH_HEADER: usize = 40;
@@ -57,8 +61,8 @@ pub const PING_LEN: usize = 8;
 pub const WRITE_HEADER: usize = 32;
 /// Bytes of READ.
 pub const READ_LEN: usize = 40;
-/// Bytes of RMA_ERROR.
-pub const RMA_ERROR_LEN: usize = 24;
+/// Bytes of RMA_ANSWER.
+pub const RMA_ANSWER_LEN: usize = 24;
 
 /// Matching data of an EAGER or RTS message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +106,7 @@ pub enum Msg<'a> {
         key: u64,
         addr: u64,
         id: u64,
+        last: bool,
         payload: &'a [u8],
     },
     Read {
@@ -115,9 +120,10 @@ pub enum Msg<'a> {
         offset: u64,
         payload: &'a [u8],
     },
-    RmaError {
+    RmaAnswer {
         id: u64,
         errno: u64,
+        last: bool,
     },
 }
 
@@ -199,8 +205,14 @@ pub fn ping(out: &mut Vec<u8>, qpn: u32) {
 }
 
 /// Appends a WRITE header; the caller appends the bytes to place at `addr`.
-pub fn write(out: &mut Vec<u8>, qpn: u32, key: u64, addr: u64, id: u64) {
-    put(out, qpn, WRITE, 0, &[key, addr, id]);
+pub fn write(out: &mut Vec<u8>, qpn: u32, key: u64, addr: u64, id: u64, last: bool) {
+    put(
+        out,
+        qpn,
+        WRITE,
+        if last { F_LAST } else { 0 },
+        &[key, addr, id],
+    );
 }
 
 pub fn read(out: &mut Vec<u8>, qpn: u32, id: u64, key: u64, addr: u64, len: u64) {
@@ -212,8 +224,14 @@ pub fn read_data(out: &mut Vec<u8>, qpn: u32, id: u64, offset: u64) {
     put(out, qpn, READ_DATA, 0, &[id, offset]);
 }
 
-pub fn rma_error(out: &mut Vec<u8>, qpn: u32, id: u64, errno: u64) {
-    put(out, qpn, RMA_ERROR, 0, &[id, errno]);
+pub fn rma_answer(out: &mut Vec<u8>, qpn: u32, id: u64, errno: u64, last: bool) {
+    put(
+        out,
+        qpn,
+        RMA_ANSWER,
+        if last { F_LAST } else { 0 },
+        &[id, errno],
+    );
 }
 
 /// Whether a message goes to the matcher (an eager message or an RTS), so that its sender must
@@ -245,7 +263,7 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
         PING => PING_LEN,
         WRITE => WRITE_HEADER,
         READ => READ_LEN,
-        RMA_ERROR => RMA_ERROR_LEN,
+        RMA_ANSWER => RMA_ANSWER_LEN,
         _ => return Err(WireError::Op(op)),
     };
     if b.len() < need {
@@ -255,6 +273,7 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
         EAGER => F_TAGGED | F_CQ_DATA,
         RTS => F_TAGGED | F_CQ_DATA | F_PUSHED,
         CTS => F_TAKEN,
+        WRITE | RMA_ANSWER => F_LAST,
         _ => 0,
     };
     if flags & !allowed != 0 {
@@ -311,11 +330,12 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
                 }
                 Msg::Ping
             }
-            READ | RMA_ERROR if b.len() != need => return Err(WireError::Short),
+            READ | RMA_ANSWER if b.len() != need => return Err(WireError::Short),
             WRITE => Msg::Write {
                 key: u64_at(b, 8),
                 addr: u64_at(b, 16),
                 id: u64_at(b, 24),
+                last: flags & F_LAST != 0,
                 payload: &b[WRITE_HEADER..],
             },
             READ => Msg::Read {
@@ -329,9 +349,10 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
                 offset: u64_at(b, 16),
                 payload: &b[DATA_HEADER..],
             },
-            RMA_ERROR => Msg::RmaError {
+            RMA_ANSWER => Msg::RmaAnswer {
                 id: u64_at(b, 8),
                 errno: u64_at(b, 16),
+                last: flags & F_LAST != 0,
             },
             PUSH => Msg::Push {
                 handle: u64_at(b, 8),
@@ -449,12 +470,13 @@ mod tests {
     #[test]
     fn rma_round_trips() {
         let mut b = vec![];
-        write(&mut b, 3, 1 << 63 | 5, 4096, 77);
+        write(&mut b, 3, 1 << 63 | 5, 4096, 77, true);
         b.extend_from_slice(b"xy");
         let want = Msg::Write {
             key: 1 << 63 | 5,
             addr: 4096,
             id: 77,
+            last: true,
             payload: b"xy",
         };
         assert_eq!(parse(&b), Ok((3, want)));
@@ -485,9 +507,17 @@ mod tests {
         };
         assert_eq!(parse(&b), Ok((3, want)));
         b.clear();
-        rma_error(&mut b, 3, 8, 13);
-        assert_eq!(parse(&b), Ok((3, Msg::RmaError { id: 8, errno: 13 })));
-        b[1] = 1;
+        for last in [false, true] {
+            b.clear();
+            rma_answer(&mut b, 3, 8, 13, last);
+            let want = Msg::RmaAnswer {
+                id: 8,
+                errno: 13,
+                last,
+            };
+            assert_eq!(parse(&b), Ok((3, want)));
+        }
+        b[1] = 2;
         assert_eq!(parse(&b).err(), Some(WireError::Reserved));
     }
 

@@ -141,7 +141,9 @@ unsafe extern "C" fn regattr(
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     entry("fi_close(mr)", || {
         let m = obj::get::<MemoryRegion>(fid.cast())?;
-        m.domain.mrs.remove(m.key);
-        obj::close::<MemoryRegion>(fid).map(|()| 0)
+        let (domain, key) = (Arc::clone(&m.domain), m.key);
+        obj::close::<MemoryRegion>(fid)?;
+        domain.mrs.remove(key);
+        Ok(0)
     })
 }
