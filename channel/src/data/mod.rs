@@ -242,7 +242,7 @@ impl State {
         };
         let to = AddressHandle::new(name.udp_addr(), name.qpn);
         self.stats.sent += 1;
-        if name.udp_addr() == self.name.udp_addr() && name.qpn == self.name.qpn {
+        if self.is_self(&name) {
             // To itself: no queue pair involved, and no rendezvous needed.
             let mut bytes = Vec::with_capacity(MATCH_HEADER + len);
             wire::eager(&mut bytes, self.name.qpn, &m);
@@ -309,19 +309,21 @@ impl State {
     /// pushed ahead of the answer); returns how many.
     fn submit_chunks(&mut self, send: u64, recv_id: Option<u64>, bytes: Range<usize>) -> u32 {
         let mut n = 0;
-        let mut offset = bytes.start;
-        while offset < bytes.end {
-            let len = CHUNK.min(bytes.end - offset);
+        for (offset, len) in chunks(bytes) {
             self.submit(Outgoing::Chunk {
                 send,
                 recv_id,
                 offset,
                 len,
             });
-            offset += len;
             n += 1;
         }
         n
+    }
+
+    /// Whether `name` is this endpoint's own.
+    fn is_self(&self, name: &EpName) -> bool {
+        name.udp_addr() == self.name.udp_addr() && name.qpn == self.name.qpn
     }
 
     /// Queues a send for the queue pair; the driver posts it as soon as there is room.
@@ -1124,6 +1126,14 @@ enum Pushes {
 fn clip<'a>(d: &Delivery<Recv>, offset: u64, bytes: &'a [u8]) -> Option<&'a [u8]> {
     let room = d.placed.checked_sub(usize::try_from(offset).ok()?)?;
     (room > 0).then(|| &bytes[..bytes.len().min(room)])
+}
+
+/// The (offset, length) of each chunk of `bytes`.
+fn chunks(bytes: Range<usize>) -> impl Iterator<Item = (usize, usize)> {
+    let end = bytes.end;
+    bytes
+        .step_by(CHUNK)
+        .map(move |at| (at, CHUNK.min(end - at)))
 }
 
 /// The matcher's id for an AV handle, if it has one (handles up to the stand-ins' range).

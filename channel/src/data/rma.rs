@@ -36,7 +36,7 @@ impl State {
             Op::Read { got: 0 }
         };
         let mut s = PendingSend::new(op, Kind::Msg, a.context, a.flags, 0, len, to);
-        if name.udp_addr() == self.name.udp_addr() && name.qpn == self.name.qpn {
+        if self.is_self(&name) {
             // Our own region: no queue pair involved.
             let done = self.local_rma(write, &a);
             self.report(s, done.err().map(|_| Errno::ACCES));
@@ -130,18 +130,15 @@ impl State {
             Err(r) => return self.refuse(from, id, r, false),
         };
         self.stats.rma_reads_in += 1;
-        let mut offset = 0;
-        while offset < len {
-            let n = CHUNK.min(len - offset);
+        for (offset, len) in chunks(0..len) {
             self.submit(Outgoing::Served {
                 to: from,
                 id,
                 key,
                 addr,
                 offset,
-                len: n,
+                len,
             });
-            offset += n;
         }
     }
 
