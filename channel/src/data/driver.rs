@@ -13,8 +13,8 @@ use super::ops::{Op, Outgoing, PendingSend, RmaArgs, RndvRecv, Role};
 use super::push::PushKey;
 use super::wire::{self, DATA_HEADER};
 use super::{
-    Memory, Outputs, RecvArgs, SendArgs, State, Stats, BACKLOG_MAX, CHUNK_WINDOW, COPIED_MAX,
-    EAGER_MAX, POLL_BATCH,
+    Memory, Outputs, RecvArgs, SendArgs, State, Stats, BACKLOG_MAX, CHUNK, CHUNK_WINDOW,
+    COPIED_MAX, EAGER_MAX, POLL_BATCH,
 };
 use crate::addr::EpName;
 use crate::av::AddressVector;
@@ -203,13 +203,26 @@ impl DataPath {
                 offset,
                 len,
             } => {
-                let mut bytes = Vec::with_capacity(DATA_HEADER + len);
+                let n = len.min(CHUNK);
+                let mut bytes = Vec::with_capacity(DATA_HEADER + n);
                 wire::read_data(&mut bytes, self.st.name.qpn, id, offset as u64);
                 // `on_read` checked `addr + len` against the region.
                 let at = addr + offset as u64;
-                if let Err(r) = self.st.mrs.read(key, at, len, &mut bytes) {
-                    // The region went since the READ came.
+                if let Err(r) = self.st.mrs.read(key, at, n, &mut bytes) {
+                    // The region went since the READ came: one refusal ends the answer.
                     return self.st.refuse(to, id, r, false);
+                }
+                if n < len {
+                    // Behind whatever queued meanwhile: one peer's large read does not hold
+                    // up everything else.
+                    self.st.submit(Outgoing::Served {
+                        to,
+                        id,
+                        key,
+                        addr,
+                        offset: offset + n,
+                        len: len - n,
+                    });
                 }
                 self.st.chunks_inflight += 1;
                 (to, bytes.into(), Vec::new(), Role::Served)
@@ -322,6 +335,12 @@ impl DataPath {
 
     pub fn next_deadline(&self) -> Option<Instant> {
         self.qp.next_deadline()
+    }
+
+    /// Entries waiting to be posted.
+    #[cfg(test)]
+    pub fn backlog_len(&self) -> usize {
+        self.st.backlog.len()
     }
 
     /// Receives taking pushed chunks, and unexpected messages holding them.

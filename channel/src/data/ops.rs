@@ -221,8 +221,9 @@ pub enum Outgoing {
         offset: usize,
         len: usize,
     },
-    /// A chunk of our region `key` a peer reads, copied from it when posted (the region may
-    /// change or go before the peer acknowledges it): READ_DATA for the peer's read `id`.
+    /// The rest of a peer's read `id` of our region `key`, from `offset` on (`len` bytes):
+    /// posted one READ_DATA chunk at a time, each copied from the region when posted (the
+    /// region may change or go before the peer acknowledges it), the rest queued again.
     Served {
         to: AddressHandle,
         id: u64,

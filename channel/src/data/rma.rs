@@ -115,8 +115,8 @@ impl State {
         }
     }
 
-    /// A peer's READ of our region `key`: the answer is queued as chunks, each copied from
-    /// the region when it is posted.
+    /// A peer's READ of our region `key`: the answer is queued as one entry that posts its
+    /// chunks one by one, each copied from the region when it is posted.
     pub(super) fn on_read(&mut self, from: AddressHandle, id: u64, key: u64, addr: u64, len: u64) {
         let checked = usize::try_from(len)
             .map_err(|_| Refusal::Bounds {
@@ -130,16 +130,20 @@ impl State {
             Err(r) => return self.refuse(from, id, r, false),
         };
         self.stats.rma_reads_in += 1;
-        for (offset, len) in chunks(0..len) {
-            self.submit(Outgoing::Served {
-                to: from,
-                id,
-                key,
-                addr,
-                offset,
-                len,
-            });
+        if len == 0 {
+            // The initiator's read completed when its READ was acknowledged.
+            return;
         }
+        // One entry for the whole answer, which cuts its chunks as it goes: a peer reading a
+        // large region does not fill our backlog (and make our own sends wait for room).
+        self.submit(Outgoing::Served {
+            to: from,
+            id,
+            key,
+            addr,
+            offset: 0,
+            len,
+        });
     }
 
     /// Bytes for our read `id`.

@@ -110,6 +110,36 @@ fn writes_and_reads_of_every_size_arrive_intact_at_ethernet_datagrams() {
     writes_and_reads_intact(pair_at_ethernet_datagrams());
 }
 
+/// A peer reading a large region queues one entry at the target, not one per chunk: the
+/// target's backlog (which bounds its own sends) stays short while the answer goes out.
+#[test]
+fn a_large_read_takes_one_backlog_entry_at_its_target() {
+    let (a, b) = pair();
+    let n = 200 * CHUNK + 7;
+    let shown = region(&b, KEY, n, FI_REMOTE_READ);
+    shown.lock().copy_from_slice(&pattern(n, 9));
+    let (mem, got) = UserMem::owned(vec![0; n]);
+    rma(&a, false, mem, 0, KEY, 5, FI_COMPLETION);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut longest = 0;
+    let mut done = None;
+    while done.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the read did not complete within 10 s"
+        );
+        let _ = a.cq.read(1, |_, c| done = Some(*c));
+        longest = longest.max(b.ep.with_data(|d| {
+            d.progress();
+            d.backlog_len()
+        }));
+    }
+    expect_rma(Got::Ok(done.unwrap()), FI_READ, 5);
+    assert_eq!(*got.lock(), pattern(n, 9));
+    assert!(longest <= 2, "the target's backlog held {longest} entries");
+    assert_eq!(b.ep.data_stats().rma_reads_in, 1);
+}
+
 #[test]
 fn an_injected_write_lands_without_a_completion_and_its_buffer_is_free_at_once() {
     let (a, b) = pair();

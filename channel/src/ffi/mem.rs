@@ -235,8 +235,11 @@ impl AsRef<[u8]> for Lent {
     fn as_ref(&self) -> &[u8] {
         // SAFETY: the piece lies in a buffer the application lent for an operation that has
         // not completed yet: the data path drops every `Lent` before completing it, except
-        // clones a retransmission queue may still hold, which are never read once the peer
-        // acknowledged them (acknowledgement is what completes the operation).
+        // clones the queue pair may still hold. Those are never read in user space once the
+        // peer acknowledged them (acknowledgement is what completes the operation): a
+        // retransmission still queued for the socket goes by gather I/O, which the kernel
+        // reads (a buffer gone gives EFAULT, a counted send error). A failed operation's
+        // clones are dropped with its session before the failure is reported.
         unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
     }
 }

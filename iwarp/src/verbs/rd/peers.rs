@@ -239,6 +239,7 @@ impl RdPath {
                 self.stats.add_session(s.stats());
             }
         }
+        self.tx.forget(&p.dst);
         for f in p.inflight.drain(..) {
             q.send_failed(f.wr_id, f.len, WcStatus::TransportError);
         }

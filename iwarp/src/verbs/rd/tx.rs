@@ -110,6 +110,19 @@ impl TxQueue {
         self.items.push_back(item);
     }
 
+    /// Drops the datagrams queued for `dst`, whose session closed: what they carry may be
+    /// lent from buffers whose sends were just failed, and so given back to their owner.
+    pub(crate) fn forget(&mut self, dst: &SockaddrStorage) {
+        let bytes = &mut self.bytes;
+        self.items.retain(|it| {
+            let keep = it.dst != *dst;
+            if !keep {
+                *bytes -= it.t.size();
+            }
+            keep
+        });
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
@@ -138,7 +151,10 @@ impl TxQueue {
                 sock.send(&it.iov(), &it.dst).map(|_| 1)
             } else if self.items.len() == 1 {
                 let it = &self.items[0];
-                if it.t.size() <= JOIN_MAX {
+                // Not a retransmission: its message may have been acknowledged since it was
+                // queued, and its payload, lent from a buffer whose owner then had it back, is
+                // left for the kernel to read (a fault there is an error, not a crash).
+                if it.t.size() <= JOIN_MAX && !it.t.retransmit {
                     Self::send_joined(sock, it, &mut self.joined)
                 } else {
                     let (fd, dst) = it.route(sock.fd());
@@ -346,6 +362,22 @@ mod tests {
             q.push(item(to, size));
         }
         q
+    }
+
+    #[test]
+    fn forgetting_a_peer_drops_its_datagrams_only() {
+        let mut q = queue(&[(1, 1000), (2, 500), (1, 300), (3, 200)]);
+        q.forget(&SockaddrStorage::from(
+            "127.0.0.1:1".parse::<SocketAddr>().unwrap(),
+        ));
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.bytes, 700);
+        let left: Vec<_> = q
+            .items
+            .iter()
+            .map(|it| it.dst.as_sockaddr_in().unwrap().port())
+            .collect();
+        assert_eq!(left, [2, 3]);
     }
 
     #[test]
