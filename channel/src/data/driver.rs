@@ -337,6 +337,41 @@ impl DataPath {
         self.qp.next_deadline()
     }
 
+    /// Handles `payload` as a message from `src` had come off the queue pair, and posts
+    /// what it asks for: tests forge peers' messages with it.
+    #[cfg(test)]
+    pub fn feed(&mut self, src: std::net::SocketAddr, payload: &[u8]) {
+        iwarp::verbs::RdReceiver::message(&mut self.st, src, payload);
+        self.flush_backlog();
+    }
+
+    /// [`DataPath::feed`] as the queue pair offers a message cut into datagrams at `cuts`:
+    /// segment by segment, the first first, or whole if the first is not taken.
+    #[cfg(test)]
+    pub fn feed_segments(&mut self, src: std::net::SocketAddr, payload: &[u8], cuts: &[usize]) {
+        use iwarp::verbs::{RdReceiver, SEGMENT_HEAD};
+        let mut at: Vec<usize> = cuts.iter().map(|&c| c.min(payload.len())).collect();
+        at.extend([0, payload.len()]);
+        at.sort_unstable();
+        at.dedup();
+        let pieces: Vec<_> = at
+            .windows(2)
+            .map(|w| (w[0], &payload[w[0]..w[1]]))
+            .collect();
+        let Some(&(_, first)) = pieces.first() else {
+            return self.feed(src, payload);
+        };
+        let head = &first[..first.len().min(SEGMENT_HEAD)];
+        if self.st.segment(src, head, 0, first) {
+            for &(offset, bytes) in &pieces[1..] {
+                self.st.segment(src, head, offset, bytes);
+            }
+        } else {
+            self.st.message(src, payload);
+        }
+        self.flush_backlog();
+    }
+
     /// Entries waiting to be posted.
     #[cfg(test)]
     pub fn backlog_len(&self) -> usize {

@@ -1161,6 +1161,8 @@ fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
 }
 
 #[cfg(test)]
+mod forged_tests;
+#[cfg(test)]
 mod rma_tests;
 #[cfg(test)]
 mod tests;

@@ -72,7 +72,7 @@ pub(super) fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn send(s: &Side, dest: u64, kind: Kind, tag: u64, bytes: Vec<u8>, ctx: usize) {
+pub(super) fn send(s: &Side, dest: u64, kind: Kind, tag: u64, bytes: Vec<u8>, ctx: usize) {
     let (mem, _) = UserMem::owned(bytes);
     s.ep.send(SendArgs {
         kind,
@@ -86,7 +86,7 @@ fn send(s: &Side, dest: u64, kind: Kind, tag: u64, bytes: Vec<u8>, ctx: usize) {
     .unwrap();
 }
 
-fn recv(
+pub(super) fn recv(
     s: &Side,
     src: u64,
     kind: Kind,
