@@ -190,8 +190,10 @@ impl DataPath {
                 match mem.lend(offset, len) {
                     Some(lent) => (s.to, lent, header, role),
                     None => {
-                        mem.read_into(offset, len, &mut header);
-                        (s.to, header.into(), Vec::new(), role)
+                        let mut bytes = self.st.bufs.take(header.len() + len);
+                        bytes.extend_from_slice(&header);
+                        mem.read_into(offset, len, &mut bytes);
+                        (s.to, self.st.bufs.freeze(bytes), Vec::new(), role)
                     }
                 }
             }
@@ -204,7 +206,9 @@ impl DataPath {
                 len,
             } => {
                 let n = len.min(CHUNK);
-                let mut bytes = Vec::with_capacity(DATA_HEADER + n);
+                // From the pool: a window of fresh chunk-sized buffers, freed together, gives
+                // the heap's top back and costs page faults the next time (`bufs`).
+                let mut bytes = self.st.bufs.take(DATA_HEADER + n);
                 wire::read_data(&mut bytes, self.st.name.qpn, id, offset as u64);
                 // `on_read` checked `addr + len` against the region.
                 let at = addr + offset as u64;
@@ -225,7 +229,7 @@ impl DataPath {
                     });
                 }
                 self.st.chunks_inflight += 1;
-                (to, bytes.into(), Vec::new(), Role::Served)
+                (to, self.st.bufs.freeze(bytes), Vec::new(), Role::Served)
             }
         };
         // An inject's completion was reported when it was copied, and its failure has nobody

@@ -138,6 +138,22 @@ fn a_large_read_takes_one_backlog_entry_at_its_target() {
     assert_eq!(*got.lock(), pattern(n, 9));
     assert!(longest <= 2, "the target's backlog held {longest} entries");
     assert_eq!(b.ep.data_stats().rma_reads_in, 1);
+    // The chunks' copies came from the send-buffer pool and went back to it once
+    // acknowledged: freed instead, a window of them hands the heap's top back to the kernel,
+    // and the next read pays a page fault per 4 KiB (3x the time of an MPI_Get of 512 KiB).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !b.ep.with_data(|d| {
+        d.progress();
+        d.idle()
+    }) {
+        let _ = a.cq.read(0, |_, _| ());
+        assert!(
+            Instant::now() < deadline,
+            "the read's chunks not acknowledged"
+        );
+    }
+    let spare = b.ep.with_data(|d| d.memory().send_buffers);
+    assert!(spare >= CHUNK, "{spare} bytes of spare send buffers");
 }
 
 #[test]
