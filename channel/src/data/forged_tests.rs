@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use proptest::prelude::*;
 
-use super::tests::{next, ok, pair_with_peer_timeout, pattern, recv, send, Got, Side};
+use super::tests::{next, ok, pair_with_peer_timeout, pattern, recv, send, wait_idle, Got, Side};
 use super::wire::Matching;
 use super::*;
 use crate::ffi::mem::UserMem;
@@ -282,17 +282,7 @@ fn post_targets(b: &Side) -> Vec<Arc<parking_lot::Mutex<Vec<u8>>>> {
 /// flight yet, so they are strays to it, none mistaken for an answer to its real traffic
 /// (forged handles are A's own ids, which its next sends will take).
 fn answers_taken(a: &Side, b: &Side) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !b.ep.with_data(|d| {
-        d.progress();
-        d.idle()
-    }) {
-        let _ = a.cq.read(0, |_, _| ());
-        assert!(
-            Instant::now() < deadline,
-            "B's answers not acknowledged within 10 s"
-        );
-    }
+    wait_idle(b, a, "B's answers to the forgeries");
 }
 
 /// Real traffic both ways after the forgeries, on tags they never use.

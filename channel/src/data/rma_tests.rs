@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::tests::{
-    next, ok, pair, pair_at_ethernet_datagrams, pair_with_peer_timeout, pattern, Got, Side,
+    next, ok, pair, pair_at_ethernet_datagrams, pair_with_peer_timeout, pattern, wait_idle, Got,
+    Side,
 };
 use super::*;
 use crate::ffi::mem::UserMem;
@@ -141,17 +142,7 @@ fn a_large_read_takes_one_backlog_entry_at_its_target() {
     // The chunks' copies came from the send-buffer pool and went back to it once
     // acknowledged: freed instead, a window of them hands the heap's top back to the kernel,
     // and the next read pays a page fault per 4 KiB (3x the time of an MPI_Get of 512 KiB).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !b.ep.with_data(|d| {
-        d.progress();
-        d.idle()
-    }) {
-        let _ = a.cq.read(0, |_, _| ());
-        assert!(
-            Instant::now() < deadline,
-            "the read's chunks not acknowledged"
-        );
-    }
+    wait_idle(&b, &a, "the read's chunks");
     let spare = b.ep.with_data(|d| d.memory().send_buffers);
     assert!(spare >= CHUNK, "{spare} bytes of spare send buffers");
 }

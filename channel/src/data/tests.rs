@@ -128,6 +128,22 @@ pub(super) fn next(s: &Side, other: &Side) -> Got {
     }
 }
 
+/// Progresses `s` until nothing of its own waits for `other` (which polls meanwhile), within
+/// 10 s; `what` names what waited.
+pub(super) fn wait_idle(s: &Side, other: &Side, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !s.ep.with_data(|d| {
+        d.progress();
+        d.idle()
+    }) {
+        let _ = other.cq.read(0, |_, _| ());
+        assert!(
+            Instant::now() < deadline,
+            "{what} not acknowledged within 10 s"
+        );
+    }
+}
+
 pub(super) fn ok(g: Got) -> Completion {
     match g {
         Got::Ok(c) => c,
