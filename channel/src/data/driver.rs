@@ -158,6 +158,8 @@ impl DataPath {
     }
 
     fn post(&mut self, o: Outgoing) {
+        // The rest of a served read, queued again once its chunk is posted.
+        let mut rest = None;
         // `prefix` goes in front of `bytes` on the wire; non-empty only for a lent chunk.
         let (to, bytes, prefix, role) = match o {
             Outgoing::Message { to, bytes, role } => (to, bytes, Vec::new(), role),
@@ -217,9 +219,7 @@ impl DataPath {
                     return self.st.refuse(to, id, r, false);
                 }
                 if n < len {
-                    // Behind whatever queued meanwhile: one peer's large read does not hold
-                    // up everything else.
-                    self.st.submit(Outgoing::Served {
+                    rest = Some(Outgoing::Served {
                         to,
                         id,
                         key,
@@ -229,7 +229,8 @@ impl DataPath {
                     });
                 }
                 self.st.chunks_inflight += 1;
-                (to, self.st.bufs.freeze(bytes), Vec::new(), Role::Served)
+                let role = Role::Served { id, peer: to.addr };
+                (to, self.st.bufs.freeze(bytes), Vec::new(), role)
             }
         };
         // An inject's completion was reported when it was copied, and its failure has nobody
@@ -257,6 +258,11 @@ impl DataPath {
                 }
                 if signaled {
                     self.st.roles.insert(wr_id, role);
+                }
+                if let Some(rest) = rest {
+                    // Behind whatever queued meanwhile: one peer's large read does not hold
+                    // up everything else.
+                    self.st.submit(rest);
                 }
             }
             Err(e) => {
@@ -341,7 +347,7 @@ impl DataPath {
         self.qp.next_deadline()
     }
 
-    /// Handles `payload` as a message from `src` had come off the queue pair, and posts
+    /// Handles `payload` as if a message from `src` had come off the queue pair, and posts
     /// what it asks for: tests forge peers' messages with it.
     #[cfg(test)]
     pub fn feed(&mut self, src: std::net::SocketAddr, payload: &[u8]) {

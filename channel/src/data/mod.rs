@@ -355,8 +355,14 @@ impl State {
                 self.chunks_inflight -= 1;
                 send
             }
-            Role::Served => {
+            Role::Served { id, peer } => {
                 self.chunks_inflight -= 1;
+                if !ok {
+                    self.backlog.retain(|o| {
+                        !matches!(o, Outgoing::Served { id: i, to, .. }
+                            if *i == id && to.addr == peer)
+                    });
+                }
                 return;
             }
             Role::Part { send } | Role::Rts { send } => send,

@@ -166,8 +166,9 @@ pub enum Role {
     Cts { recv: u64 },
     /// A liveness probe: an error (the peer is gone) fails every send to `peer`.
     Ping { peer: SocketAddr },
-    /// A READ_DATA chunk served to a peer's read: only the chunk window waits on it.
-    Served,
+    /// A READ_DATA chunk served to `peer`'s read `id`: the chunk window waits on it, and
+    /// its failure (the peer is gone) drops the rest of the read.
+    Served { id: u64, peer: SocketAddr },
     /// Control traffic and injects: nothing waits on it.
     Free,
 }

@@ -239,7 +239,9 @@ impl AsRef<[u8]> for Lent {
         // peer acknowledged them (acknowledgement is what completes the operation): a
         // retransmission still queued for the socket goes by gather I/O, which the kernel
         // reads (a buffer gone gives EFAULT, a counted send error). A failed operation's
-        // clones are dropped with its session before the failure is reported.
+        // clones are dropped with its session, or the queue pair's error state, before the
+        // failure is reported. One exception, in tests only: the fault layer copies what it
+        // holds back or corrupts, a late retransmission included.
         unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
     }
 }

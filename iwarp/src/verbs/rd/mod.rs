@@ -739,6 +739,8 @@ impl RdPath {
         self.by_id.clear();
         self.handshaking.clear();
         self.retry.clear();
+        // What the kernel had not taken yet may lend from buffers just handed back.
+        self.tx.clear();
         self.stash.clear();
         self.parked.clear();
     }

@@ -224,9 +224,9 @@ impl RdPath {
         }
     }
 
-    /// Ends the engine session with the peer at `addr`: unacknowledged sends fail, bound
-    /// receives go back to the head of the receive queue. Sends the engine has not taken yet
-    /// stay for a next session.
+    /// Ends the engine session with the peer at `addr`: its sends fail, taken by the engine
+    /// or not (and what they lend is dropped with them), bound receives go back to the head
+    /// of the receive queue.
     fn close_session(&mut self, q: &mut WorkQueues, addr: SocketAddr) {
         let Some(p) = self.peers.get_mut(&addr) else {
             return;
@@ -240,8 +240,13 @@ impl RdPath {
             }
         }
         self.tx.forget(&p.dst);
+        // Those not yet offered fail too: a caller told that one part of its data failed may
+        // take back the buffer the other parts lend from.
         for f in p.inflight.drain(..) {
             q.send_failed(f.wr_id, f.len, WcStatus::TransportError);
+        }
+        for m in p.waiting.drain(..) {
+            q.send_failed(m.wr_id, m.len, WcStatus::TransportError);
         }
         p.rx.unbind_all(q);
         p.rx = PeerRx::new(MsgId(self.config.initial_seq));
@@ -251,10 +256,7 @@ impl RdPath {
     /// `TransportError`. A later send starts a new handshake.
     pub(super) fn fail_peer(&mut self, q: &mut WorkQueues, addr: SocketAddr) {
         self.close_session(q, addr);
-        if let Some(mut p) = self.peers.remove(&addr) {
-            for m in p.waiting.drain(..) {
-                q.send_failed(m.wr_id, m.len, WcStatus::TransportError);
-            }
+        if let Some(p) = self.peers.remove(&addr) {
             self.by_id.remove(&p.local_id);
         }
         self.handshaking.retain(|a| *a != addr);

@@ -123,6 +123,12 @@ impl TxQueue {
         });
     }
 
+    /// Drops every queued datagram.
+    pub(crate) fn clear(&mut self) {
+        self.items.clear();
+        self.bytes = 0;
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
