@@ -725,12 +725,7 @@ impl RdPath {
             if p.via.take().is_some() {
                 self.connect_left += 1;
             }
-            for f in p.inflight.drain(..) {
-                q.send_failed(f.wr_id, f.len, WcStatus::FlushError);
-            }
-            for m in p.waiting.drain(..) {
-                q.send_failed(m.wr_id, m.len, WcStatus::FlushError);
-            }
+            p.fail_sends(q, WcStatus::FlushError);
             p.rx.flush(q);
             if let Some(s) = self.endpoint.remove(p.local_id) {
                 self.stats.add_session(s.stats());

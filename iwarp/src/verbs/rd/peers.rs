@@ -115,6 +115,19 @@ pub(super) struct Peer {
     pub(super) via: Option<Arc<PeerSocket>>,
 }
 
+impl Peer {
+    /// Completes every send to this peer with `status`, taken by the engine or not, and drops
+    /// what they lend.
+    pub(super) fn fail_sends(&mut self, q: &mut WorkQueues, status: WcStatus) {
+        for f in self.inflight.drain(..) {
+            q.send_failed(f.wr_id, f.len, status);
+        }
+        for m in self.waiting.drain(..) {
+            q.send_failed(m.wr_id, m.len, status);
+        }
+    }
+}
+
 impl RdPath {
     /// Whether this end asks for a CRC32c on its session with the peer at `addr`. Not from a
     /// peer on this host unless configured so: their datagrams go from memory to memory
@@ -242,12 +255,7 @@ impl RdPath {
         self.tx.forget(&p.dst);
         // Those not yet offered fail too: a caller told that one part of its data failed may
         // take back the buffer the other parts lend from.
-        for f in p.inflight.drain(..) {
-            q.send_failed(f.wr_id, f.len, WcStatus::TransportError);
-        }
-        for m in p.waiting.drain(..) {
-            q.send_failed(m.wr_id, m.len, WcStatus::TransportError);
-        }
+        p.fail_sends(q, WcStatus::TransportError);
         p.rx.unbind_all(q);
         p.rx = PeerRx::new(MsgId(self.config.initial_seq));
     }
