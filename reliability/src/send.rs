@@ -580,6 +580,15 @@ impl Sender {
             self.ack_high = ack;
             self.right_edge = ack.add(u32::from(credit.max(1)));
         }
+        if sack == 0 && !ack.after(self.una) {
+            // Nothing newly acknowledged (the common case for the receiving end of a stream,
+            // whose every datagram carries the same ACK): only the highest ACK seen can move.
+            let newest = ack.sub(1);
+            if newest.after(self.high_acked) {
+                self.high_acked = newest;
+            }
+            return Ok(());
+        }
         let mut progress = false;
         let cover = if lost_ack_report {
             Cover::LostAckReport

@@ -504,39 +504,35 @@ impl RdPath {
             self.on_control(q, now, data, src);
             return None;
         }
+        let pkt = Packet::new_checked(data).ok();
+        let addr = pkt.as_ref().and_then(|p| self.by_id.get(&p.session()).copied());
         if recv.is_some() {
             // Receiver mode takes every message as it comes: nothing waits for receives.
-            self.feed(q, now, data, recv);
+            self.feed(q, now, data, addr, recv);
             return None;
         }
-        if let Ok(pkt) = Packet::new_checked(data) {
-            let peer = self
-                .by_id
-                .get(&pkt.session())
-                .and_then(|a| self.peers.get_mut(a));
-            if let Some(p) = peer {
-                if p.remote.is_some_and(|r| r.epoch == pkt.epoch())
-                    && rx::gate(&pkt, &mut p.rx, q, &self.stash) == Gate::Park
-                {
-                    return Some((pkt.session(), pkt.seq().0));
-                }
+        if let (Some(pkt), Some(p)) = (pkt, addr.and_then(|a| self.peers.get_mut(&a))) {
+            if p.remote.is_some_and(|r| r.epoch == pkt.epoch())
+                && rx::gate(&pkt, &mut p.rx, q, &self.stash) == Gate::Park
+            {
+                return Some((pkt.session(), pkt.seq().0));
             }
         }
-        self.feed(q, now, data, None);
+        self.feed(q, now, data, addr, None);
         None
     }
 
-    /// Hands a datagram to the engine, with the sink of the peer it names.
+    /// Hands a datagram to the engine, with the sink of the peer at `addr` (the one its
+    /// session id names, if any).
     fn feed(
         &mut self,
         q: &mut WorkQueues,
         now: Instant,
         data: &[u8],
+        addr: Option<SocketAddr>,
         recv: Option<&mut dyn RdReceiver>,
     ) {
-        let peer = Endpoint::peek_session_id(data)
-            .and_then(|id| self.by_id.get(&id))
-            .and_then(|a| self.peers.get_mut(a));
+        let peer = addr.and_then(|a| self.peers.get_mut(&a));
         // Drops are counted by the engine.
         let _ = match (peer, recv) {
             (Some(p), Some(recv)) => {
@@ -693,13 +689,22 @@ impl RdPath {
                 return;
             }
             let mut drained = false;
+            // Runs of datagrams go to one peer: look it up once per run.
+            let mut route: Option<(u32, &Peer)> = None;
             while self.tx.wants_more() {
                 let mut header = [0u8; MAX_HEADER_LEN];
                 let Some((id, t)) = self.endpoint.poll_transmit_gather(now, &mut header) else {
                     drained = true;
                     break;
                 };
-                if let Some(p) = self.by_id.get(&id).and_then(|a| self.peers.get(a)) {
+                if route.is_none_or(|(r, _)| r != id) {
+                    route = self
+                        .by_id
+                        .get(&id)
+                        .and_then(|a| self.peers.get(a))
+                        .map(|p| (id, p));
+                }
+                if let Some((_, p)) = route {
                     self.tx.push(TxItem {
                         dst: p.dst,
                         via: p.via.clone(),

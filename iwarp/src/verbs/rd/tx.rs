@@ -140,9 +140,9 @@ impl TxQueue {
     }
 
     fn drain_front(&mut self, n: usize) {
-        for it in self.items.drain(..n) {
-            self.bytes -= it.t.size();
-        }
+        self.bytes -= self.items.iter().take(n).map(|it| it.t.size()).sum::<usize>();
+        // Dropped in place, not moved out one by one.
+        self.items.drain(..n);
     }
 
     /// Sends what is queued; returns false if the socket filled up first. A datagram the
@@ -245,9 +245,10 @@ impl TxQueue {
         let (mut n, mut total) = (1, seg);
         for it in self.items.iter().skip(start + 1) {
             let size = it.t.size();
+            // A connected socket has one peer; only the shared one needs the addresses compared.
             if n == GSO_MAX_SEGMENTS
-                || it.dst != first.dst
                 || !it.same_route(first)
+                || (first.via.is_none() && it.dst != first.dst)
                 || size > seg
                 || total + size > GSO_MAX_BYTES
             {
@@ -264,13 +265,10 @@ impl TxQueue {
 
     fn send_gso(&mut self, fd: RawFd, n: usize) -> Result<usize, Errno> {
         let seg = u16::try_from(self.items[0].t.size()).map_err(|_| Errno::EMSGSIZE)?;
-        let iov: Vec<IoSlice<'_>> = self
-            .items
-            .iter()
-            .take(n)
-            .flat_map(TxItem::iov)
-            .filter(|piece| !piece.is_empty())
-            .collect();
+        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(3 * n);
+        for it in self.items.iter().take(n) {
+            iov.extend(it.iov().into_iter().filter(|piece| !piece.is_empty()));
+        }
         let cmsgs = [ControlMessage::UdpGsoSegments(&seg)];
         let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
         let (fd, dst) = self.items[0].route(fd);
