@@ -1,5 +1,7 @@
 //! Completion queues. Reads never return 0 entries: an empty queue is FI_EAGAIN (both MPIs treat
-//! 0 as fatal) and a pending error is FI_EAVAIL until `readerr` takes it.
+//! 0 as fatal) and an error entry is FI_EAVAIL until `readerr` takes it. Entries come out in
+//! the order they went in, errors included (as libfabric's own queues keep them): a
+//! multi-receive buffer's last completion, or its cancellation, must come after the others.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -59,7 +61,20 @@ pub struct CompletionError {
 #[derive(Debug, Default)]
 struct Entries {
     ok: VecDeque<Completion>,
-    err: VecDeque<CompletionError>,
+    /// Each error with the number of successful entries pushed before it.
+    err: VecDeque<(u64, CompletionError)>,
+    ok_pushed: u64,
+    ok_taken: u64,
+}
+
+impl Entries {
+    /// Successful entries ahead of the oldest error (all of them if there is none).
+    fn ok_ahead(&self) -> usize {
+        match self.err.front() {
+            Some(&(before, _)) => (before - self.ok_taken) as usize,
+            None => self.ok.len(),
+        }
+    }
 }
 
 /// Something that makes progress when the application reads the queue: the endpoints bound
@@ -153,7 +168,7 @@ impl CompletionQueue {
         }
         let entries = Entries {
             ok: VecDeque::with_capacity(size.min(1024)),
-            err: VecDeque::new(),
+            ..Entries::default()
         };
         Ok(Arc::new(CompletionQueue {
             domain: Arc::clone(domain),
@@ -186,11 +201,15 @@ impl CompletionQueue {
     }
 
     pub fn push(&self, c: Completion) {
-        self.entries.lock().ok.push_back(c);
+        let mut q = self.entries.lock();
+        q.ok.push_back(c);
+        q.ok_pushed += 1;
     }
 
     pub fn push_error(&self, e: CompletionError) {
-        self.entries.lock().err.push_back(e);
+        let mut q = self.entries.lock();
+        let before = q.ok_pushed;
+        q.err.push_back((before, e));
     }
 
     /// Makes progress on the bound endpoints, then hands up to `max` completions to `out`,
@@ -206,22 +225,28 @@ impl CompletionQueue {
 
     fn take(&self, max: usize, mut out: impl FnMut(usize, &Completion)) -> Result<usize> {
         let mut q = self.entries.lock();
-        if !q.err.is_empty() {
+        let ahead = q.ok_ahead();
+        if ahead == 0 && !q.err.is_empty() {
             return Err(Errno(FI_EAVAIL));
         }
-        if q.ok.is_empty() || max == 0 {
+        if ahead == 0 || max == 0 {
             return Err(Errno::AGAIN);
         }
-        let n = max.min(q.ok.len());
+        let n = max.min(ahead);
         for (i, c) in q.ok.drain(..n).enumerate() {
             out(i, &c);
         }
+        q.ok_taken += n as u64;
         Ok(n)
     }
 
-    /// Takes the oldest error completion.
+    /// Takes the oldest error completion, once the entries before it are read.
     pub fn read_err(&self) -> Result<CompletionError> {
-        self.entries.lock().err.pop_front().ok_or(Errno::AGAIN)
+        let mut q = self.entries.lock();
+        if q.ok_ahead() > 0 {
+            return Err(Errno::AGAIN);
+        }
+        q.err.pop_front().map(|(_, e)| e).ok_or(Errno::AGAIN)
     }
 }
 
@@ -265,19 +290,32 @@ mod tests {
     }
 
     #[test]
-    fn errors_block_reads_until_taken() {
+    fn errors_come_in_their_turn_and_block_reads_until_taken() {
         let q = cq();
-        q.push(c(1));
-        let e = CompletionError {
-            completion: c(2),
+        let err = |n| CompletionError {
+            completion: c(n),
             olen: 10,
             err: Errno::TRUNC,
             prov_errno: 0,
         };
-        q.push_error(e);
+        q.push(c(1));
+        q.push(c(2));
+        q.push_error(err(3));
+        q.push(c(4));
+        q.push_error(err(5));
+        q.push_error(err(6));
+        let mut seen = vec![];
+        assert_eq!(q.read_err(), Err(Errno::AGAIN), "entries are ahead of it");
+        assert_eq!(q.read(8, |_, e| seen.push(e.op_context)), Ok(2));
         assert_eq!(q.read(8, |_, _| ()), Err(Errno(FI_EAVAIL)));
-        assert_eq!(q.read_err(), Ok(e));
-        assert_eq!(q.read(8, |_, _| ()), Ok(1));
+        assert_eq!(q.read_err(), Ok(err(3)));
+        assert_eq!(q.read(8, |_, e| seen.push(e.op_context)), Ok(1));
+        assert_eq!(q.read(8, |_, _| ()), Err(Errno(FI_EAVAIL)));
+        assert_eq!(q.read_err(), Ok(err(5)));
+        assert_eq!(q.read_err(), Ok(err(6)));
+        assert_eq!(q.read_err(), Err(Errno::AGAIN));
+        assert_eq!(q.read(8, |_, _| ()), Err(Errno::AGAIN));
+        assert_eq!(seen, [1, 2, 4]);
     }
 
     struct Counting(AtomicU32);

@@ -403,6 +403,7 @@ impl DataPath {
             unexpected_peak: st.matcher.account().peak() + st.parked.peak(),
             pending: st.sends.len() * std::mem::size_of::<PendingSend>()
                 + st.rndv.len() * std::mem::size_of::<RndvRecv>()
+                + st.multi.memory_bytes()
                 + st.pushing_into.capacity() * std::mem::size_of::<(PushKey, u64)>()
                 + st.backlog.len() * std::mem::size_of::<Outgoing>()
                 // Copies not yet posted: the queue pair does not hold them yet.

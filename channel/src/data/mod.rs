@@ -18,6 +18,7 @@
 mod bufs;
 mod complete;
 mod driver;
+mod multi;
 mod ops;
 mod push;
 mod rma;
@@ -48,6 +49,7 @@ use bufs::SendBufs;
 use complete::kind_flag;
 pub use complete::Outputs;
 pub use driver::DataPath;
+use multi::MultiInFlight;
 use ops::{Held, Op, Outgoing, PendingSend, Recv, RndvRecv, Role};
 pub use ops::{RecvArgs, RmaArgs, SendArgs};
 use push::{Parked, Parking, Pieces, PushKey};
@@ -138,6 +140,8 @@ struct State {
     roles: Map<u64, Role>,
     sends: Map<u64, PendingSend>,
     rndv: Map<u64, RndvRecv>,
+    /// Multi-receive buffers whose rendezvous pieces are still arriving.
+    multi: MultiInFlight,
     /// Rendezvous receives whose sender pushes chunks into them.
     pushing_into: Map<PushKey, u64>,
     /// Pushed chunks of unexpected messages.
@@ -191,6 +195,7 @@ impl State {
             roles: Map::default(),
             sends: Map::default(),
             rndv: Map::default(),
+            multi: MultiInFlight::default(),
             pushing_into: Map::default(),
             parked: Parked::default(),
             stall_limit,
@@ -551,10 +556,9 @@ impl State {
             0,
             d.recv.mem.addr_at(d.offset),
         );
-        if d.released {
-            c.flags |= FI_MULTI_RECV;
-        }
+        let cancelled = self.piece_done(d, true, &mut c);
         self.out.recv_failed(c, Errno(FI_EIO as u32), 0);
+        self.report_cancelled(cancelled);
     }
 
     /// Removes rendezvous receive `recv_id`; chunks still pushed into it will be dropped.
@@ -643,6 +647,7 @@ impl State {
         let recv = Recv {
             mem: a.mem,
             flags: a.flags,
+            multi: (a.flags & FI_MULTI_RECV != 0).then(|| self.multi.new_id()),
         };
         if a.flags & FI_PEEK != 0 {
             self.peek(a.kind, spec, a.flags);
@@ -675,7 +680,7 @@ impl State {
             Held::Eager(bytes) => {
                 let d = t.delivery;
                 d.recv.mem.write_at(d.offset, &bytes[..d.placed]);
-                self.finish_recv(kind, &d);
+                self.finish_recv(kind, &d, false);
             }
             Held::Rndv { handle, from } => {
                 let pushes = self
@@ -755,7 +760,11 @@ impl State {
             flags,
             ..Completion::default()
         };
-        self.out.recv_failed(comp, Errno::CANCELED, 0);
+        let now = match c.recv.multi {
+            Some(id) => self.multi.cancelled(id, comp),
+            None => Some(comp),
+        };
+        self.report_cancelled(now);
         Ok(())
     }
 
@@ -838,7 +847,8 @@ impl State {
         }
     }
 
-    fn finish_recv(&mut self, kind: Kind, d: &Delivery<Recv>) {
+    /// Completes a receive; `rndv`: one started by [`start_rndv`](Self::start_rndv).
+    fn finish_recv(&mut self, kind: Kind, d: &Delivery<Recv>, rndv: bool) {
         let mut c = self.recv_completion(
             kind,
             d.context,
@@ -846,13 +856,34 @@ impl State {
             d.placed,
             d.recv.mem.addr_at(d.offset),
         );
-        if d.released {
-            c.flags |= FI_MULTI_RECV;
-        }
+        let cancelled = self.piece_done(d, rndv, &mut c);
         self.stats.received += 1;
         match d.truncated() {
             0 => self.out.recv_done(c, d.recv.flags),
             lost => self.out.recv_failed(c, Errno::TRUNC, lost),
+        }
+        self.report_cancelled(cancelled);
+    }
+
+    /// Flags `c` FI_MULTI_RECV if it hands a multi-receive buffer back: not before the last of
+    /// its pieces in flight. Returns the buffer's cancellation, if that waited for this piece.
+    fn piece_done(
+        &mut self,
+        d: &Delivery<Recv>,
+        rndv: bool,
+        c: &mut Completion,
+    ) -> Option<Completion> {
+        let id = d.recv.multi?;
+        let done = self.multi.finished(id, rndv, d.released);
+        if done.releases {
+            c.flags |= FI_MULTI_RECV;
+        }
+        done.cancelled
+    }
+
+    fn report_cancelled(&mut self, c: Option<Completion>) {
+        if let Some(c) = c {
+            self.out.recv_failed(c, Errno::CANCELED, 0);
         }
     }
 
@@ -866,8 +897,11 @@ impl State {
     ) {
         if d.placed == 0 {
             self.send_cts(from, handle, 0, 0, false);
-            self.finish_recv(kind, &d);
+            self.finish_recv(kind, &d, false);
             return;
+        }
+        if let Some(id) = d.recv.multi {
+            self.multi.started(id);
         }
         let recv_id = self.id();
         let taken = !matches!(pushes, Pushes::None);
@@ -932,7 +966,7 @@ impl State {
                     .arrive(m.kind, header, |_| Held::Eager(payload.into()));
                 if let Arrival::Matched(d) = arrival {
                     d.recv.mem.write_at(d.offset, &payload[..d.placed]);
-                    self.finish_recv(m.kind, &d);
+                    self.finish_recv(m.kind, &d, false);
                 }
             }
             Msg::Rts { m, handle, pushed } => {
@@ -1015,7 +1049,7 @@ impl State {
         r.got += payload.len();
         if r.got >= d.placed {
             let r = self.end_rndv(recv_id).expect("present");
-            self.finish_recv(r.kind, &r.delivery);
+            self.finish_recv(r.kind, &r.delivery, true);
         }
     }
 
@@ -1069,6 +1103,11 @@ impl RdReceiver for State {
 
     fn message(&mut self, src: SocketAddr, payload: &[u8]) {
         self.handle_message(src, payload);
+    }
+
+    /// An eager message or a chunk behind the longest header (EAGER's and RTS's).
+    fn max_message(&self) -> usize {
+        EAGER_MAX.max(CHUNK) + MATCH_HEADER
     }
 
     /// A chunk cut into several datagrams (an MTU below the chunk) goes into the receive
@@ -1168,6 +1207,8 @@ fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
 
 #[cfg(test)]
 mod forged_tests;
+#[cfg(test)]
+mod multi_tests;
 #[cfg(test)]
 mod rma_tests;
 #[cfg(test)]

@@ -42,6 +42,8 @@ pub struct RecvArgs {
 pub struct Recv {
     pub mem: UserMem,
     pub flags: u64,
+    /// A multi-receive buffer's id, which the descriptors of all its pieces share.
+    pub multi: Option<u64>,
 }
 
 /// An unexpected message's payload: the matcher's `U`.

@@ -47,7 +47,7 @@ pub(super) fn pair_at_ethernet_datagrams() -> (Side, Side) {
     })
 }
 
-fn pair_with(config: Config) -> (Side, Side) {
+pub(super) fn pair_with(config: Config) -> (Side, Side) {
     let d = domain_with(config);
     let (a, acq) = open_side(&d);
     let (b, bcq) = open_side(&d);
@@ -350,7 +350,7 @@ fn malformed_messages_are_counted_and_dropped() {
 }
 
 /// Polls `s` until its data path holds `n` rendezvous receives waiting for data.
-fn wait_rendezvous(s: &Side, n: usize) {
+pub(super) fn wait_rendezvous(s: &Side, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while s.ep.with_data(|d| d.expire_rendezvous_at(Instant::now())) != n {
         let _ = s.cq.read(0, |_, _| ());

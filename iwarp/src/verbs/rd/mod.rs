@@ -505,7 +505,9 @@ impl RdPath {
             return None;
         }
         let pkt = Packet::new_checked(data).ok();
-        let addr = pkt.as_ref().and_then(|p| self.by_id.get(&p.session()).copied());
+        let addr = pkt
+            .as_ref()
+            .and_then(|p| self.by_id.get(&p.session()).copied());
         if recv.is_some() {
             // Receiver mode takes every message as it comes: nothing waits for receives.
             self.feed(q, now, data, addr, recv);

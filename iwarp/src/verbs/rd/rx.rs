@@ -20,7 +20,7 @@ use reliability::{Delivery, MsgId, Placement, Sink};
 
 use super::super::cq::WorkQueues;
 use super::super::{RecvWr, WcStatus};
-use super::RdStats;
+use super::{RdStats, RD_MAX_MESSAGE};
 use crate::wire::datagram;
 use crate::wire::ddp::{Placement as DdpPlacement, UNTAGGED_HEADER_LEN};
 use crate::wire::rdmap::{Opcode, SegmentRepr};
@@ -255,8 +255,12 @@ impl Stash {
         self.bytes
     }
 
+    /// What one message costs the stash besides its bytes: empty messages must count too, or
+    /// a peer could queue them without bound.
+    const ENTRY: usize = std::mem::size_of::<(SocketAddr, Box<[u8]>)>();
+
     fn push(&mut self, src: SocketAddr, msg: &[u8]) {
-        self.bytes += msg.len();
+        self.bytes += msg.len() + Self::ENTRY;
         self.items.push_back((src, msg.into()));
     }
 
@@ -265,7 +269,7 @@ impl Stash {
         while !self.items.is_empty() {
             let Some(wr) = q.take_recv() else { return };
             let (src, msg) = self.items.pop_front().expect("not empty");
-            self.bytes -= msg.len();
+            self.bytes -= msg.len() + Self::ENTRY;
             complete_inline(q, wr, &msg, src, qpn, stats);
         }
         self.items = VecDeque::new();
@@ -410,6 +414,12 @@ pub trait RdReceiver {
         let _ = (src, head, offset, bytes);
         false
     }
+    /// The longest message payload this receiver is ever sent. A segment announcing a longer
+    /// message is dropped and counted instead of reassembled: its buffer, sized by the peer's
+    /// word, would be as long.
+    fn max_message(&self) -> usize {
+        RD_MAX_MESSAGE
+    }
 }
 
 /// Most payload bytes kept of a segmented message's first segment, for [`RdReceiver::segment`].
@@ -509,6 +519,11 @@ impl Sink for ReceiverSink<'_> {
             }
             return;
         }
+        if slot.is_none() && p.total_len as usize > DDP_HEADER + self.recv.max_message() {
+            self.stats.protocol_errors += 1;
+            *slot = Some(Staged::Bad);
+            return;
+        }
         let st = slot.get_or_insert_with(|| Staged::Bytes {
             buf: vec![0; p.total_len as usize],
             total: p.total_len,
@@ -586,5 +601,63 @@ mod tests {
             bytes: &[7; 1000],
         });
         assert!(rx.memory_bytes() >= base + 60_000, "{}", rx.memory_bytes());
+    }
+
+    #[test]
+    fn empty_messages_count_against_the_stash_limit() {
+        let mut stash = Stash::default();
+        let src = "127.0.0.1:1".parse().unwrap();
+        let n = STASH_LIMIT / 16;
+        for _ in 0..n {
+            stash.push(src, &[]);
+        }
+        assert!(stash.bytes() >= STASH_LIMIT, "{}", stash.bytes());
+    }
+
+    /// A receiver of messages up to 100 bytes.
+    struct Small;
+
+    impl RdReceiver for Small {
+        fn early(&mut self, _: SocketAddr, _: &[u8], _: bool) -> bool {
+            false
+        }
+        fn message(&mut self, _: SocketAddr, _: &[u8]) {}
+        fn max_message(&self) -> usize {
+            100
+        }
+    }
+
+    #[test]
+    fn a_segment_announcing_a_message_longer_than_the_receiver_takes_is_dropped_unstaged() {
+        let mut rx = PeerRx::new(MsgId(0));
+        let mut stats = RdStats::default();
+        let mut recv = Small;
+        let base = rx.memory_bytes();
+        let mut sink = ReceiverSink {
+            rx: &mut rx,
+            recv: &mut recv,
+            src: "127.0.0.1:1".parse().unwrap(),
+            qpn: 1,
+            stats: &mut stats,
+        };
+        // A peer's word for a 4 GiB message: nothing of that size is allocated.
+        for (msg, total_len) in [(1, u32::MAX), (2, (DDP_HEADER + 101) as u32)] {
+            sink.place(Placement {
+                msg: MsgId(msg),
+                offset: 50,
+                total_len,
+                bytes: &[7; 50],
+            });
+        }
+        // The longest message it takes is staged.
+        sink.place(Placement {
+            msg: MsgId(3),
+            offset: 50,
+            total_len: (DDP_HEADER + 100) as u32,
+            bytes: &[7; 50],
+        });
+        assert_eq!(stats.protocol_errors, 2);
+        let held = rx.memory_bytes() - base;
+        assert!((DDP_HEADER + 100..4096).contains(&held), "{held}");
     }
 }

@@ -140,7 +140,12 @@ impl TxQueue {
     }
 
     fn drain_front(&mut self, n: usize) {
-        self.bytes -= self.items.iter().take(n).map(|it| it.t.size()).sum::<usize>();
+        self.bytes -= self
+            .items
+            .iter()
+            .take(n)
+            .map(|it| it.t.size())
+            .sum::<usize>();
         // Dropped in place, not moved out one by one.
         self.items.drain(..n);
     }
