@@ -4,8 +4,9 @@
 //! multi-receive buffer's last completion, or its cancellation, must come after the others.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -144,6 +145,10 @@ pub struct CompletionQueue {
     /// Replaced whole when an endpoint is added, so a read takes it without allocating.
     sources: Mutex<Arc<[Weak<dyn Progress>]>>,
     idle: IdlePolls,
+    /// Opened with a wait object (FI_WAIT_UNSPEC): `fi_cq_sread` may be used.
+    waitable: bool,
+    /// `fi_cq_signal` came: the blocking read under way returns.
+    signaled: AtomicBool,
 }
 
 impl std::fmt::Debug for CompletionQueue {
@@ -155,7 +160,9 @@ impl std::fmt::Debug for CompletionQueue {
 }
 
 impl CompletionQueue {
-    /// No wait objects: MPICH and Open MPI poll. `size` is advisory; the queue grows as needed.
+    /// No wait objects of the system's: MPICH and Open MPI poll, and FI_WAIT_UNSPEC makes
+    /// `fi_cq_sread` poll too (progress is manual). `size` is advisory; the queue grows as
+    /// needed.
     pub fn open(
         domain: &Arc<Domain>,
         format: u32,
@@ -176,6 +183,8 @@ impl CompletionQueue {
             entries: Mutex::new(entries),
             sources: Mutex::new(Arc::from([])),
             idle: IdlePolls::default(),
+            waitable: wait_obj == FI_WAIT_UNSPEC,
+            signaled: AtomicBool::new(false),
         }))
     }
 
@@ -221,6 +230,41 @@ impl CompletionQueue {
             std::thread::yield_now();
         }
         r
+    }
+
+    /// `fi_cq_sread`: reads until an entry or an error entry comes, `timeout` passes (then
+    /// FI_EAGAIN, as libfabric's own queues answer) or `fi_cq_signal` interrupts. Only on a
+    /// queue opened with a wait object.
+    pub fn sread(
+        &self,
+        max: usize,
+        timeout: Option<Duration>,
+        mut out: impl FnMut(usize, &Completion),
+    ) -> Result<usize> {
+        if !self.waitable {
+            return Err(Errno::NOSYS);
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            match self.read(max, &mut out) {
+                Err(e) if e == Errno::AGAIN => {}
+                r => return r,
+            }
+            if self.signaled.swap(false, Ordering::AcqRel)
+                || deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                return Err(Errno::AGAIN);
+            }
+        }
+    }
+
+    /// `fi_cq_signal`.
+    pub fn signal(&self) -> Result<()> {
+        if !self.waitable {
+            return Err(Errno::NOSYS);
+        }
+        self.signaled.store(true, Ordering::Release);
+        Ok(())
     }
 
     fn take(&self, max: usize, mut out: impl FnMut(usize, &Completion)) -> Result<usize> {
@@ -316,6 +360,31 @@ mod tests {
         assert_eq!(q.read_err(), Err(Errno::AGAIN));
         assert_eq!(q.read(8, |_, _| ()), Err(Errno::AGAIN));
         assert_eq!(seen, [1, 2, 4]);
+    }
+
+    #[test]
+    fn blocking_reads_wait_for_an_entry_a_timeout_or_a_signal() {
+        let q = cq();
+        assert_eq!(
+            q.sread(1, None, |_, _| ()),
+            Err(Errno::NOSYS),
+            "no wait object"
+        );
+        let q = CompletionQueue::open(&domain(), FI_CQ_FORMAT_TAGGED, FI_WAIT_UNSPEC, 0).unwrap();
+        let start = Instant::now();
+        let limit = Duration::from_millis(20);
+        assert_eq!(q.sread(1, Some(limit), |_, _| ()), Err(Errno::AGAIN));
+        assert!(start.elapsed() >= limit);
+        q.push(c(7));
+        let mut seen = vec![];
+        assert_eq!(q.sread(4, None, |_, e| seen.push(e.op_context)), Ok(1));
+        assert_eq!(seen, [7]);
+        q.signal().unwrap();
+        assert_eq!(
+            q.sread(1, None, |_, _| ()),
+            Err(Errno::AGAIN),
+            "a signal ends the wait"
+        );
     }
 
     struct Counting(AtomicU32);

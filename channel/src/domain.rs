@@ -11,6 +11,9 @@ use crate::mr::SharedMrs;
 #[derive(Debug)]
 pub struct Domain {
     pub fabric: Arc<Fabric>,
+    /// The libfabric API version the application was built for: older ones have smaller
+    /// structs (`fi_cq_err_entry` before 1.5).
+    pub api_version: u32,
     pub info: Info,
     /// Registered memory, which RMA from any endpoint of the domain may name.
     pub mrs: SharedMrs,
@@ -26,6 +29,7 @@ impl Domain {
         })?;
         Ok(Arc::new(Domain {
             fabric: Arc::clone(fabric),
+            api_version,
             info,
             mrs: SharedMrs::default(),
         }))

@@ -8,6 +8,8 @@ use crate::error::Errno;
 use crate::ffi::sys::*;
 use crate::matching::Kind;
 
+use super::ops::INJECT_CALL;
+
 /// What an endpoint had bound when it was enabled.
 #[derive(Debug, Default)]
 pub struct Outputs {
@@ -43,7 +45,7 @@ impl Outputs {
     /// the operation's.
     pub fn tx_done(&self, c: Completion, op_flags: u64, event: u64) {
         self.count(event, true);
-        if op_flags & FI_INJECT != 0 || (self.tx_selective && op_flags & FI_COMPLETION == 0) {
+        if op_flags & INJECT_CALL != 0 || (self.tx_selective && op_flags & FI_COMPLETION == 0) {
             return;
         }
         if let Some(cq) = &self.tx_cq {

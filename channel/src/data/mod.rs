@@ -51,7 +51,7 @@ pub use complete::Outputs;
 pub use driver::DataPath;
 use multi::MultiInFlight;
 use ops::{Held, Op, Outgoing, PendingSend, Recv, RndvRecv, Role};
-pub use ops::{RecvArgs, RmaArgs, SendArgs};
+pub use ops::{RecvArgs, RmaArgs, SendArgs, INJECT_CALL, PROVIDER_BITS};
 use push::{Parked, Parking, Pieces, PushKey};
 use wire::{Matching, Msg, MATCH_HEADER};
 
@@ -433,8 +433,9 @@ impl State {
 
     /// The receiver answered send `handle`: it takes `wanted` bytes, and keeps what was
     /// pushed if `taken`.
-    fn on_cts(&mut self, handle: u64, recv_id: u64, wanted: u64, taken: bool) {
-        let Some(s) = self.sends.get_mut(&handle) else {
+    fn on_cts(&mut self, src: SocketAddr, handle: u64, recv_id: u64, wanted: u64, taken: bool) {
+        // Only from the send's receiver: handles are sequential, so another peer could name it.
+        let Some(s) = self.sends.get_mut(&handle).filter(|s| s.to.addr == src) else {
             self.stats.stray += 1;
             return;
         };
@@ -999,7 +1000,7 @@ impl State {
                 recv_id,
                 wanted,
                 taken,
-            } => self.on_cts(handle, recv_id, wanted, taken),
+            } => self.on_cts(src, handle, recv_id, wanted, taken),
             Msg::Push {
                 handle,
                 offset,

@@ -37,6 +37,15 @@ pub struct RecvArgs {
     pub flags: u64,
 }
 
+/// In an operation's flags: it came from an `fi_inject*` call, which generates no completion.
+/// FI_INJECT alone, as `*msg` calls give it, only means that the buffer is copied at once;
+/// such an operation completes as any other. One of the four bits (60 to 63) libfabric leaves
+/// to providers, which are never taken from the application.
+pub const INJECT_CALL: u64 = 1 << 60;
+
+/// The flag bits libfabric leaves to providers.
+pub const PROVIDER_BITS: u64 = 0xF << 60;
+
 /// A posted receive's buffer and flags: the matcher's `R`.
 #[derive(Clone, Debug)]
 pub struct Recv {

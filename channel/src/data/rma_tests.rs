@@ -152,7 +152,7 @@ fn an_injected_write_lands_without_a_completion_and_its_buffer_is_free_at_once()
     let (a, b) = pair();
     let shown = region(&b, KEY, 64, 0);
     let (mem, src) = UserMem::owned(pattern(40, 3));
-    rma(&a, true, mem, 8, KEY, 0, FI_INJECT);
+    rma(&a, true, mem, 8, KEY, 0, FI_INJECT | INJECT_CALL);
     src.lock().fill(0); // the caller's again
     let deadline = Instant::now() + Duration::from_secs(10);
     while shown.lock()[8..48] != pattern(40, 3)[..] {
@@ -167,7 +167,7 @@ fn an_injected_write_lands_without_a_completion_and_its_buffer_is_free_at_once()
         addr: 0,
         key: KEY,
         context: 0,
-        flags: FI_INJECT,
+        flags: FI_INJECT | INJECT_CALL,
     };
     assert_eq!(a.ep.rma(true, args(big)), Err(Errno::INVAL));
     let small = UserMem::owned(vec![0; 8]).0;

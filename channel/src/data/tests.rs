@@ -636,7 +636,7 @@ fn an_inject_above_the_eager_size_is_copied_at_once() {
         tag: 12,
         data: None,
         context: 0,
-        flags: FI_INJECT,
+        flags: FI_INJECT | INJECT_CALL,
     };
     a.ep.send(inject(mem)).unwrap();
     backing.lock().fill(0xEE);
@@ -705,7 +705,7 @@ fn an_unacknowledged_inject_keeps_the_endpoint_busy() {
         tag: 3,
         data: None,
         context: 0,
-        flags: FI_INJECT,
+        flags: FI_INJECT | INJECT_CALL,
     })
     .unwrap();
     let until = Instant::now() + Duration::from_millis(200);
@@ -757,6 +757,75 @@ fn a_copied_send_completes_at_once_unless_asked_to_wait_for_the_peer() {
         !a.ep.with_data(|d| d.idle()),
         "the copied send's bytes were forgotten before an acknowledgement"
     );
+}
+
+/// FI_INJECT in a `*msg` call's flags means only that the buffer is copied: the send still
+/// completes. An `fi_inject*` call (INJECT_CALL) generates no completion.
+#[test]
+fn an_injected_send_completes_unless_it_came_from_an_inject_call() {
+    let (a, b) = pair();
+    for (ctx, flags) in [
+        (61, FI_INJECT | FI_COMPLETION),
+        (62, FI_INJECT | INJECT_CALL),
+    ] {
+        let (mem, _) = UserMem::owned(pattern(100, ctx as u8));
+        a.ep.send(SendArgs {
+            kind: Kind::Tagged,
+            dest: 1,
+            mem,
+            tag: ctx as u64,
+            data: None,
+            context: ctx,
+            flags,
+        })
+        .unwrap();
+    }
+    for ctx in [61u64, 62] {
+        let buf = recv(&b, 0, Kind::Tagged, ctx, 100, 0);
+        assert_eq!(ok(next(&b, &a)).tag, ctx);
+        assert!(*buf.lock() == pattern(100, ctx as u8));
+    }
+    let mut done = Vec::new();
+    let until = Instant::now() + Duration::from_millis(100);
+    while Instant::now() < until {
+        let _ = a.cq.read(8, |_, c| done.push(c.op_context));
+        let _ = b.cq.read(0, |_, _| ());
+    }
+    assert_eq!(
+        done,
+        [61],
+        "the *msg inject completes, the inject call does not"
+    );
+}
+
+/// A clear-to-send names the send by a sequential handle; only the send's receiver may give
+/// it (another peer's would send the data to a receive that is not there).
+#[test]
+fn a_clear_to_send_from_another_address_is_ignored() {
+    let (a, b) = pair_with(Config {
+        push_size: 0,
+        ..Config::default()
+    });
+    let want = pattern(200_000, 4);
+    send(&a, 1, Kind::Tagged, 5, want.clone(), 70);
+    // B has posted no receive: A's send waits for its CTS, and a stranger forges one for
+    // every handle A could have given it.
+    let stranger: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let qpn = b.ep.name().qpn;
+    let before = a.ep.data_stats().stray;
+    a.ep.with_data(|d| {
+        for handle in 0..64 {
+            let mut cts = Vec::new();
+            wire::cts(&mut cts, qpn, handle, 12_345, want.len() as u64, false);
+            d.feed(stranger, &cts);
+        }
+    });
+    assert_eq!(a.ep.data_stats().stray - before, 64);
+    let buf = recv(&b, 0, Kind::Tagged, 5, want.len(), 71);
+    let c = ok(next(&b, &a));
+    assert_eq!((c.op_context, c.len), (71, want.len()));
+    assert!(*buf.lock() == want);
+    assert_eq!(ok(next(&a, &b)).op_context, 70);
 }
 
 /// Polls `s` (and `other`) until `done` holds of `s`'s data-path counters, within 10 s.

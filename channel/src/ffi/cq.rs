@@ -5,6 +5,7 @@ use std::mem::size_of;
 use std::os::raw::{c_char, c_int};
 use std::ptr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::obj::{self, Object};
 use super::panic::{entry, entry_or};
@@ -19,9 +20,9 @@ static OPS: sys::fi_ops_cq = sys::fi_ops_cq {
     read: Some(read),
     readfrom: Some(readfrom),
     readerr: Some(readerr),
-    sread: Some(stubs::cq_sread),
-    sreadfrom: Some(stubs::cq_sreadfrom),
-    signal: Some(stubs::cq_signal),
+    sread: Some(sread),
+    sreadfrom: Some(sreadfrom),
+    signal: Some(signal),
     strerror: Some(strerror),
 };
 
@@ -114,11 +115,37 @@ unsafe fn read_into(
     count: usize,
     src: *mut sys::fi_addr_t,
 ) -> Result<isize> {
+    read_with(cq, buf, count, src, |cq, count, out| cq.read(count, out))
+}
+
+/// [`read_into`], blocking for up to `timeout` milliseconds (negative: no limit).
+/// SAFETY: as for [`read_into`].
+unsafe fn sread_into(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut sys::fi_addr_t,
+    timeout: c_int,
+) -> Result<isize> {
+    let limit = u64::try_from(timeout).ok().map(Duration::from_millis);
+    read_with(cq, buf, count, src, |cq, count, out| {
+        cq.sread(count, limit, out)
+    })
+}
+
+/// SAFETY: as for [`read_into`].
+unsafe fn read_with(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut sys::fi_addr_t,
+    read: impl FnOnce(&CompletionQueue, usize, &mut dyn FnMut(usize, &Completion)) -> Result<usize>,
+) -> Result<isize> {
     let cq = get(cq.cast())?;
     if buf.is_null() && count > 0 {
         return Err(Errno::INVAL);
     }
-    let n = cq.read(count, |i, c| {
+    let n = read(cq, count, &mut |i, c| {
         put(buf, cq.format, i, c);
         if !src.is_null() {
             src.add(i).write(c.src.unwrap_or(sys::FI_ADDR_NOTAVAIL));
@@ -141,9 +168,45 @@ unsafe extern "C" fn readfrom(
     entry("fi_cq_readfrom", || read_into(cq, buf, count, src))
 }
 
+/// `fi_cq_sread`: `cond` (a threshold) is only a hint, as libfabric allows; one entry ends
+/// the wait.
+unsafe extern "C" fn sread(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    _cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    entry("fi_cq_sread", || {
+        sread_into(cq, buf, count, ptr::null_mut(), timeout)
+    })
+}
+
+unsafe extern "C" fn sreadfrom(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut sys::fi_addr_t,
+    _cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    entry("fi_cq_sreadfrom", || {
+        sread_into(cq, buf, count, src, timeout)
+    })
+}
+
+/// `fi_cq_signal`: a blocking read under way returns -FI_EAGAIN.
+unsafe extern "C" fn signal(cq: *mut sys::fid_cq) -> c_int {
+    entry("fi_cq_signal", || {
+        get(cq.cast())?.signal()?;
+        Ok(0)
+    })
+}
+
 /// `fi_cq_readerr`. Only the 1.17 fields are written: a 2.x caller's struct is larger, and
 /// its extra fields keep what the 2.x inline wrapper put there. diwarp has no provider-specific
-/// error data, so `err_data_size` comes back 0.
+/// error data, so `err_data_size` comes back 0; an application built for an API before 1.5
+/// has a struct that ends before `err_data`, and nothing is written there.
 unsafe extern "C" fn readerr(
     cq: *mut sys::fid_cq,
     buf: *mut sys::fi_cq_err_entry,
@@ -151,19 +214,24 @@ unsafe extern "C" fn readerr(
 ) -> isize {
     entry("fi_cq_readerr", || {
         let cq = get(cq.cast())?;
-        let out = buf.as_mut().ok_or(Errno::INVAL)?;
+        if buf.is_null() {
+            return Err(Errno::INVAL);
+        }
         let e = cq.read_err()?;
         let c = &e.completion;
-        out.op_context = c.op_context as *mut c_void;
-        out.flags = c.flags;
-        out.len = c.len;
-        out.buf = c.buf as *mut c_void;
-        out.data = c.data;
-        out.tag = c.tag;
-        out.olen = e.olen;
-        out.err = e.err.0 as c_int;
-        out.prov_errno = e.prov_errno;
-        out.err_data_size = 0;
+        // Field by field through the raw pointer: the caller's struct may be the shorter one.
+        ptr::addr_of_mut!((*buf).op_context).write(c.op_context as *mut c_void);
+        ptr::addr_of_mut!((*buf).flags).write(c.flags);
+        ptr::addr_of_mut!((*buf).len).write(c.len);
+        ptr::addr_of_mut!((*buf).buf).write(c.buf as *mut c_void);
+        ptr::addr_of_mut!((*buf).data).write(c.data);
+        ptr::addr_of_mut!((*buf).tag).write(c.tag);
+        ptr::addr_of_mut!((*buf).olen).write(e.olen);
+        ptr::addr_of_mut!((*buf).err).write(e.err.0 as c_int);
+        ptr::addr_of_mut!((*buf).prov_errno).write(e.prov_errno);
+        if cq.domain.api_version >= crate::info::fi_version(1, 5) {
+            ptr::addr_of_mut!((*buf).err_data_size).write(0);
+        }
         Ok(1)
     })
 }

@@ -8,7 +8,7 @@ use super::ep;
 use super::mem::UserMem;
 use super::panic::entry;
 use super::sys::*;
-use crate::data::{RecvArgs, SendArgs};
+use crate::data::{RecvArgs, SendArgs, INJECT_CALL, PROVIDER_BITS};
 use crate::error::{Errno, Result};
 use crate::info::IOV_LIMIT;
 use crate::matching::Kind;
@@ -53,7 +53,8 @@ unsafe fn send(
     let e = ep::get(ep.cast())?;
     let flags = match flags {
         TxFlags::Default(extra) if extra & FI_INJECT == 0 => e.op_flags(FI_TRANSMIT)? | extra,
-        TxFlags::Default(f) | TxFlags::Given(f) => f,
+        TxFlags::Default(f) => f | INJECT_CALL,
+        TxFlags::Given(f) => f & !PROVIDER_BITS,
     };
     e.send(SendArgs {
         kind,

@@ -10,7 +10,7 @@ use super::mem::UserMem;
 use super::panic::entry;
 use super::stubs;
 use super::sys::*;
-use crate::data::RmaArgs;
+use crate::data::{RmaArgs, INJECT_CALL, PROVIDER_BITS};
 use crate::error::{Errno, Result};
 use crate::info::IOV_LIMIT;
 
@@ -34,7 +34,7 @@ unsafe fn rma(
     flags: Option<u64>,
 ) -> Result<isize> {
     let e = ep::get(ep.cast())?;
-    let flags = e.flags_or_default(flags, FI_TRANSMIT)?;
+    let flags = e.flags_or_default(flags.map(|f| f & !PROVIDER_BITS), FI_TRANSMIT)?;
     e.rma(
         write,
         RmaArgs {
@@ -177,7 +177,14 @@ unsafe extern "C" fn inject_write(
     entry("fi_inject_write", || {
         let mem = UserMem::from_raw(buf.cast(), len)?;
         let t = target(dest, addr, key);
-        rma(ep, true, mem, t, std::ptr::null_mut(), Some(FI_INJECT))
+        rma(
+            ep,
+            true,
+            mem,
+            t,
+            std::ptr::null_mut(),
+            Some(FI_INJECT | INJECT_CALL),
+        )
     })
 }
 

@@ -151,13 +151,6 @@ pub(super) static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
     barrier2: Some(coll_barrier2),
 };
 
-// Completion queues without wait objects.
-enosys! {
-    cq_sread(*mut fid_cq, Ctx, usize, *const c_void, c_int) -> isize;
-    cq_sreadfrom(*mut fid_cq, Ctx, usize, *mut fi_addr_t, *const c_void, c_int) -> isize;
-    cq_signal(*mut fid_cq) -> c_int;
-}
-
 // Address vectors: no name resolution, symmetric ranges or AV sets.
 enosys! {
     av_insertsvc(*mut fid_av, *const c_char, *const c_char, *mut fi_addr_t, u64, Ctx) -> c_int;

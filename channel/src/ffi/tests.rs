@@ -32,6 +32,11 @@ struct Objects {
 
 /// MPICH's sequence (research §1.4): fabric, domain, AV, counter, CQ, endpoint, binds, enable.
 unsafe fn open_all() -> Objects {
+    open_all_at(crate::info::fi_version(1, 17))
+}
+
+/// [`open_all`] for an application built for API version `api`.
+unsafe fn open_all_at(api: u32) -> Objects {
     let getinfo = (*provider::ptr()).getinfo.unwrap();
     let mut info = null_mut();
     assert_eq!(
@@ -59,7 +64,7 @@ unsafe fn open_all() -> Objects {
         (*provider::ptr()).fabric.unwrap()((*info).fabric_attr, &mut o.fab, null_mut()),
         0
     );
-    (*o.fab).api_version = crate::info::fi_version(1, 17);
+    (*o.fab).api_version = api;
     assert_eq!(
         (*(*o.fab).ops).domain.unwrap()(o.fab, info, &mut o.dom, null_mut()),
         0
@@ -365,5 +370,46 @@ fn getinfo_refuses_layering_probes() {
         );
         assert!(info.is_null());
         fi_freeinfo(hints);
+    }
+}
+
+/// A peek that finds nothing is an error entry; `fi_cq_readerr` writes the struct of the
+/// application's API version: before 1.5 it ends before `err_data`, and nothing is written there.
+#[test]
+fn readerr_writes_only_the_callers_struct() {
+    for (api, short) in [((1, 4), true), ((1, 17), false)] {
+        unsafe {
+            let o = open_all_at(crate::info::fi_version(api.0, api.1));
+            let msg = fi_msg_tagged {
+                msg_iov: null(),
+                desc: null_mut(),
+                iov_count: 0,
+                addr: FI_ADDR_UNSPEC,
+                tag: 1,
+                ignore: 0,
+                context: 0x77 as *mut c_void,
+                data: 0,
+            };
+            let peek = (*(*o.ep).tagged).recvmsg.unwrap();
+            assert_eq!(peek(o.ep, &msg, FI_PEEK | FI_COMPLETION), 0);
+            let cqops = &*(*o.cq).ops;
+            let mut entries = [fi_cq_tagged_entry::default(); 1];
+            assert_eq!(
+                cqops.read.unwrap()(o.cq, entries.as_mut_ptr().cast(), 1),
+                -(FI_EAVAIL as isize)
+            );
+            let mut raw = [0xABu8; size_of::<fi_cq_err_entry>()];
+            let buf = raw.as_mut_ptr().cast::<fi_cq_err_entry>();
+            assert_eq!(cqops.readerr.unwrap()(o.cq, buf, 0), 1);
+            let e = ptr::read_unaligned(buf);
+            assert_eq!((e.op_context as usize, e.err), (0x77, FI_ENOMSG as c_int));
+            let tail = &raw[std::mem::offset_of!(fi_cq_err_entry, err_data)..];
+            if short {
+                assert!(tail.iter().all(|&b| b == 0xAB), "written past a 1.4 struct");
+            } else {
+                assert_eq!(e.err_data_size, 0);
+            }
+            close_all(o);
+        }
     }
 }
