@@ -326,6 +326,52 @@ impl Endpoint {
         r.map(|()| id)
     }
 
+    /// [`Endpoint::handle_datagram`] for datagrams that all name session `id` (consecutive
+    /// datagrams of one peer, as a receive offload hands them over): the session is found, and
+    /// its timers and ready lists updated, once for all of them. Only for an open session (no
+    /// first contact); without one, every datagram is dropped and counted. Returns how many
+    /// datagrams the session took.
+    pub fn handle_run<'d, S>(
+        &mut self,
+        now: Instant,
+        id: u32,
+        run: impl IntoIterator<Item = &'d [u8]>,
+        sink: &mut S,
+    ) -> usize
+    where
+        S: Sink + ?Sized,
+    {
+        let Some(e) = self.sessions.get_mut(&id) else {
+            let n = run.into_iter().count();
+            self.stats.dropped_unknown_session += n as u64;
+            return 0;
+        };
+        if let Some(t) = self.drained_at {
+            e.session.input_drained(t);
+        }
+        let mut taken = 0;
+        for datagram in run {
+            if Packet::new_checked(datagram).map(|p| p.session()) != Ok(id) {
+                self.stats.dropped_malformed += 1;
+                continue;
+            }
+            taken += usize::from(e.session.handle_datagram(now, datagram, sink).is_ok());
+        }
+        if !e.owing && e.session.owes_ack() {
+            e.owing = true;
+            self.owing.push(id);
+        }
+        Self::touch(
+            &mut self.tx_ready,
+            &mut self.ev_ready,
+            &mut self.timers,
+            id,
+            e,
+        );
+        self.compact_timers();
+        taken
+    }
+
     /// Next datagram of any session, with the local id of the session that sent it.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<(u32, Transmit)> {
         self.next_transmit(|s| s.poll_transmit(now, buf))

@@ -177,3 +177,69 @@ fn an_owed_ack_leaves_when_flushed() {
     b.flush_acks();
     assert!(transmit(&mut b, now).is_empty());
 }
+
+/// Datagrams handed over as runs (`handle_run`) do what one by one (`handle_datagram`) does:
+/// the same bytes placed, the same deliveries, the same ACKs back. A datagram of another
+/// session inside a run, and a run for a session that does not exist, are dropped and counted.
+#[test]
+fn a_run_of_datagrams_is_handled_as_one_by_one() {
+    let now = Instant::now();
+    let small = Config {
+        max_datagram_size: 1472,
+        initial_credit: 128,
+        ..Config::default()
+    };
+    let open = |now| {
+        let ids = SessionIds {
+            local_id: 1,
+            local_epoch: 10,
+            remote_id: 2,
+            remote_epoch: 20,
+        };
+        let mut a = Endpoint::new(small.clone()).unwrap();
+        let mut b = Endpoint::new(small.clone()).unwrap();
+        a.open(ids, now);
+        b.open(ids.mirrored(), now);
+        (a, b, ids)
+    };
+    let msg: Vec<u8> = (0..100_000u32).map(|i| (i * 13 + 5) as u8).collect();
+    let (mut a, mut one, ids) = open(now);
+    let (_, mut runs, _) = open(now);
+    a.send(ids.local_id, now, msg.clone()).unwrap();
+    a.send(ids.local_id, now, vec![9u8; 40]).unwrap();
+    let datagrams = transmit(&mut a, now);
+    assert!(datagrams.len() > 60, "{}", datagrams.len());
+    let (mut s1, mut s2) = (Collect::default(), Collect::default());
+    for d in &datagrams {
+        one.handle_datagram(now, d, &mut s1, |_, _| None).unwrap();
+    }
+    let id = ids.remote_id;
+    let mut taken = 0;
+    for run in datagrams.chunks(44) {
+        taken += runs.handle_run(now, id, run.iter().map(|d| &d[..]), &mut s2);
+    }
+    assert_eq!(taken, datagrams.len());
+    assert_eq!(s1.delivered, s2.delivered);
+    assert_eq!(s2.delivered, [(MsgId(0), 100_000), (MsgId(1), 40)]);
+    assert!(s2.placed == msg);
+    assert_eq!(
+        transmit(&mut one, now),
+        transmit(&mut runs, now),
+        "the same ACKs"
+    );
+    // Another session's datagram in a run, and a run for no session.
+    let mut stray = datagrams[0].clone();
+    stray[4..8].copy_from_slice(&77u32.to_be_bytes());
+    let before = *runs.stats();
+    assert_eq!(runs.handle_run(now, id, [&stray[..]], &mut s2), 0);
+    assert_eq!(
+        runs.handle_run(now, 77, [&stray[..], &stray[..]], &mut s2),
+        0
+    );
+    let after = runs.stats();
+    assert_eq!(after.dropped_malformed - before.dropped_malformed, 1);
+    assert_eq!(
+        after.dropped_unknown_session - before.dropped_unknown_session,
+        2
+    );
+}

@@ -454,14 +454,31 @@ impl RdPath {
                     }
                 }
             };
-            for i in 0..n {
+            let mut i = 0;
+            while i < n {
                 let (data, src) = ring.get(i);
+                // Receiver mode parks nothing: a run of one peer's datagrams (a GRO run, say)
+                // goes to its session in one call.
+                if let (Some(recv), Some(id)) = (recv.as_deref_mut(), Self::run_session(data)) {
+                    let end = (i + 1..n)
+                        .find(|&j| {
+                            let (d, s) = ring.get(j);
+                            s != src || Self::run_session(d) != Some(id)
+                        })
+                        .unwrap_or(n);
+                    if end - i > 1 {
+                        self.feed_run(now, id, (i..end).map(|j| ring.get(j).0), recv);
+                        i = end;
+                        continue;
+                    }
+                }
                 if let Some((session, seq)) =
                     self.on_datagram(q, now, data, src, reborrow(&mut recv))
                 {
                     let len = data.len();
                     self.park(&mut ring, i, len, src, session, seq);
                 }
+                i += 1;
             }
             let ring_drained = ring.drained();
             if ring.known_empty() {
@@ -522,6 +539,42 @@ impl RdPath {
         }
         self.feed(q, now, data, addr, None);
         None
+    }
+
+    /// The session a reliability datagram names (`None` for a control datagram or one too
+    /// short to name any).
+    fn run_session(data: &[u8]) -> Option<u32> {
+        if hello::is_control(*data.first()?) {
+            return None;
+        }
+        Endpoint::peek_session_id(data)
+    }
+
+    /// Hands datagrams that all name session `id` to the engine at once (receiver mode).
+    fn feed_run<'d>(
+        &mut self,
+        now: Instant,
+        id: u32,
+        run: impl Iterator<Item = &'d [u8]>,
+        recv: &mut dyn RdReceiver,
+    ) {
+        let peer = self.by_id.get(&id).and_then(|a| self.peers.get_mut(a));
+        // Drops are counted by the engine.
+        match peer {
+            Some(p) => {
+                let mut sink = ReceiverSink {
+                    rx: &mut p.rx,
+                    recv,
+                    src: p.ah.addr,
+                    qpn: self.qpn,
+                    stats: &mut self.stats,
+                };
+                self.endpoint.handle_run(now, id, run, &mut sink);
+            }
+            None => {
+                self.endpoint.handle_run(now, id, run, &mut ());
+            }
+        }
     }
 
     /// Hands a datagram to the engine, with the sink of the peer at `addr` (the one its
