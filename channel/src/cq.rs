@@ -244,6 +244,10 @@ impl CompletionQueue {
         if !self.waitable {
             return Err(Errno::NOSYS);
         }
+        if max == 0 {
+            // Nothing could end the wait but the timeout.
+            return self.read(0, out);
+        }
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             match self.read(max, &mut out) {

@@ -34,7 +34,7 @@ unsafe fn rma(
     flags: Option<u64>,
 ) -> Result<isize> {
     let e = ep::get(ep.cast())?;
-    let flags = e.flags_or_default(flags.map(|f| f & !PROVIDER_BITS), FI_TRANSMIT)?;
+    let flags = e.flags_or_default(flags, FI_TRANSMIT)?;
     e.rma(
         write,
         RmaArgs {
@@ -119,7 +119,7 @@ unsafe extern "C" fn readv(
 unsafe extern "C" fn readmsg(ep: Ep, m: *const fi_msg_rma, flags: u64) -> isize {
     entry("fi_readmsg", || {
         let (mem, t, context) = from_msg(m)?;
-        rma(ep, false, mem, t, context, Some(flags))
+        rma(ep, false, mem, t, context, Some(flags & !PROVIDER_BITS))
     })
 }
 
@@ -160,7 +160,7 @@ unsafe extern "C" fn writev(
 unsafe extern "C" fn writemsg(ep: Ep, m: *const fi_msg_rma, flags: u64) -> isize {
     entry("fi_writemsg", || {
         let (mem, t, context) = from_msg(m)?;
-        rma(ep, true, mem, t, context, Some(flags))
+        rma(ep, true, mem, t, context, Some(flags & !PROVIDER_BITS))
     })
 }
 

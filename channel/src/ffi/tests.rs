@@ -37,6 +37,11 @@ unsafe fn open_all() -> Objects {
 
 /// [`open_all`] for an application built for API version `api`.
 unsafe fn open_all_at(api: u32) -> Objects {
+    open_all_with(api, FI_SEND | FI_RECV | FI_SELECTIVE_COMPLETION)
+}
+
+/// [`open_all`] with the CQ bound with `cq_flags`.
+unsafe fn open_all_with(api: u32, cq_flags: u64) -> Objects {
     let getinfo = (*provider::ptr()).getinfo.unwrap();
     let mut info = null_mut();
     assert_eq!(
@@ -109,7 +114,6 @@ unsafe fn open_all_at(api: u32) -> Objects {
         neg(FI_ENOAV as u64)
     );
     assert_eq!(bind(ep, ptr::addr_of_mut!((*o.av).fid), 0), 0);
-    let cq_flags = FI_SEND | FI_RECV | FI_SELECTIVE_COMPLETION;
     assert_eq!(bind(ep, ptr::addr_of_mut!((*o.cq).fid), cq_flags), 0);
     assert_eq!(
         bind(ep, ptr::addr_of_mut!((*o.cntr).fid), FI_READ | FI_WRITE),
@@ -398,11 +402,13 @@ fn readerr_writes_only_the_callers_struct() {
                 cqops.read.unwrap()(o.cq, entries.as_mut_ptr().cast(), 1),
                 -(FI_EAVAIL as isize)
             );
-            let mut raw = [0xABu8; size_of::<fi_cq_err_entry>()];
-            let buf = raw.as_mut_ptr().cast::<fi_cq_err_entry>();
+            let mut slot = std::mem::MaybeUninit::<fi_cq_err_entry>::uninit();
+            let buf = slot.as_mut_ptr();
+            ptr::write_bytes(buf.cast::<u8>(), 0xAB, size_of::<fi_cq_err_entry>());
             assert_eq!(cqops.readerr.unwrap()(o.cq, buf, 0), 1);
-            let e = ptr::read_unaligned(buf);
+            let e = ptr::read(buf);
             assert_eq!((e.op_context as usize, e.err), (0x77, FI_ENOMSG as c_int));
+            let raw = std::slice::from_raw_parts(buf.cast::<u8>(), size_of::<fi_cq_err_entry>());
             let tail = &raw[std::mem::offset_of!(fi_cq_err_entry, err_data)..];
             if short {
                 assert!(tail.iter().all(|&b| b == 0xAB), "written past a 1.4 struct");
@@ -411,5 +417,90 @@ fn readerr_writes_only_the_callers_struct() {
             }
             close_all(o);
         }
+    }
+}
+
+/// Without selective completion every write completes, FI_INJECT in `fi_writemsg`'s flags
+/// included, but an `fi_inject_write` never does (libfabric: the inject calls generate no
+/// completion). Writes to the endpoint itself, through the fid tables as an application calls.
+#[test]
+fn inject_write_never_completes_and_an_injected_writemsg_does() {
+    unsafe {
+        let o = open_all_with(crate::info::fi_version(1, 17), FI_SEND | FI_RECV);
+        let ep = ptr::addr_of_mut!((*o.ep).fid);
+        let mut name = [0u8; 64];
+        let mut len = name.len();
+        assert_eq!(
+            (*(*o.ep).cm).getname.unwrap()(ep, name.as_mut_ptr().cast(), &mut len),
+            0
+        );
+        let mut me = 0u64;
+        let insert = (*(*o.av).ops).insert.unwrap();
+        assert_eq!(
+            insert(o.av, name.as_ptr().cast(), 1, &mut me, 0, null_mut()),
+            1
+        );
+        let mut target = [0u8; 64];
+        let key = 1u64 << 63 | 5;
+        let mut mr = null_mut::<fid_mr>();
+        let reg = (*(*o.dom).mr).reg.unwrap();
+        let dom = ptr::addr_of_mut!((*o.dom).fid);
+        let at = target.as_mut_ptr().cast::<c_void>();
+        assert_eq!(
+            reg(dom, at, 64, FI_REMOTE_WRITE, 0, key, 0, &mut mr, null_mut()),
+            0
+        );
+        let rma = &*(*o.ep).rma;
+        let first = [1u8; 8];
+        assert_eq!(
+            rma.inject.unwrap()(o.ep, first.as_ptr().cast(), 8, me, 0, key),
+            0
+        );
+        let second = [2u8; 8];
+        let iov = iovec {
+            iov_base: second.as_ptr() as *mut c_void,
+            iov_len: 8,
+        };
+        let rma_iov = fi_rma_iov {
+            addr: 8,
+            len: 8,
+            key,
+        };
+        let msg = fi_msg_rma {
+            msg_iov: &iov,
+            desc: null_mut(),
+            iov_count: 1,
+            addr: me,
+            rma_iov: &rma_iov,
+            rma_iov_count: 1,
+            context: 0x99 as *mut c_void,
+            data: 0,
+        };
+        assert_eq!(rma.writemsg.unwrap()(o.ep, &msg, FI_INJECT), 0);
+        let read = (*(*o.cq).ops).read.unwrap();
+        let mut seen = vec![];
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < until && (seen.is_empty() || target[8] != 2) {
+            let mut e = [fi_cq_tagged_entry::default(); 4];
+            let n = read(o.cq, e.as_mut_ptr().cast(), 4);
+            for c in e.iter().take(n.max(0) as usize) {
+                seen.push(c.op_context as usize);
+            }
+        }
+        // A little longer: an inject's completion would come after its write landed.
+        for _ in 0..2000 {
+            let mut e = [fi_cq_tagged_entry::default(); 4];
+            let n = read(o.cq, e.as_mut_ptr().cast(), 4);
+            for c in e.iter().take(n.max(0) as usize) {
+                seen.push(c.op_context as usize);
+            }
+        }
+        assert_eq!(&target[..16], &[[1u8; 8], [2u8; 8]].concat()[..]);
+        assert_eq!(seen, [0x99], "only the writemsg completes");
+        assert_eq!(
+            (*(*mr).fid.ops).close.unwrap()(ptr::addr_of_mut!((*mr).fid)),
+            0
+        );
+        close_all(o);
     }
 }
