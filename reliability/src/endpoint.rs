@@ -311,18 +311,7 @@ impl Endpoint {
             e.session.input_drained(t);
         }
         let r = e.session.handle_datagram(now, datagram, sink);
-        if !e.owing && e.session.owes_ack() {
-            e.owing = true;
-            self.owing.push(id);
-        }
-        Self::touch(
-            &mut self.tx_ready,
-            &mut self.ev_ready,
-            &mut self.timers,
-            id,
-            e,
-        );
-        self.compact_timers();
+        self.after_input(id);
         r.map(|()| id)
     }
 
@@ -357,6 +346,16 @@ impl Endpoint {
             }
             taken += usize::from(e.session.handle_datagram(now, datagram, sink).is_ok());
         }
+        self.after_input(id);
+        taken
+    }
+
+    /// Session `id` took input: note the ACK it may owe, queue it for transmission and
+    /// events, and arm its timer.
+    fn after_input(&mut self, id: u32) {
+        let Some(e) = self.sessions.get_mut(&id) else {
+            return;
+        };
         if !e.owing && e.session.owes_ack() {
             e.owing = true;
             self.owing.push(id);
@@ -369,7 +368,6 @@ impl Endpoint {
             e,
         );
         self.compact_timers();
-        taken
     }
 
     /// Next datagram of any session, with the local id of the session that sent it.

@@ -457,8 +457,8 @@ impl RdPath {
             let mut i = 0;
             while i < n {
                 let (data, src) = ring.get(i);
-                // Receiver mode parks nothing: a run of one peer's datagrams (a GRO run, say)
-                // goes to its session in one call.
+                // Receiver mode takes every message as it comes (nothing waits for receives):
+                // a run of one peer's datagrams (a GRO run, say) goes to its session in one call.
                 if let (Some(recv), Some(id)) = (recv.as_deref_mut(), Self::run_session(data)) {
                     let end = (i + 1..n)
                         .find(|&j| {
@@ -466,11 +466,9 @@ impl RdPath {
                             s != src || Self::run_session(d) != Some(id)
                         })
                         .unwrap_or(n);
-                    if end - i > 1 {
-                        self.feed_run(now, id, (i..end).map(|j| ring.get(j).0), recv);
-                        i = end;
-                        continue;
-                    }
+                    self.feed_run(now, id, (i..end).map(|j| ring.get(j).0), recv);
+                    i = end;
+                    continue;
                 }
                 if let Some((session, seq)) =
                     self.on_datagram(q, now, data, src, reborrow(&mut recv))
@@ -526,8 +524,9 @@ impl RdPath {
             .as_ref()
             .and_then(|p| self.by_id.get(&p.session()).copied());
         if recv.is_some() {
-            // Receiver mode takes every message as it comes: nothing waits for receives.
-            self.feed(q, now, data, addr, recv);
+            // Receiver mode: runs go by `feed_run`, so this names no session; the engine
+            // counts it.
+            self.feed(q, now, data, None);
             return None;
         }
         if let (Some(pkt), Some(p)) = (pkt, addr.and_then(|a| self.peers.get_mut(&a))) {
@@ -537,7 +536,7 @@ impl RdPath {
                 return Some((pkt.session(), pkt.seq().0));
             }
         }
-        self.feed(q, now, data, addr, None);
+        self.feed(q, now, data, addr);
         None
     }
 
@@ -577,31 +576,13 @@ impl RdPath {
         }
     }
 
-    /// Hands a datagram to the engine, with the sink of the peer at `addr` (the one its
-    /// session id names, if any).
-    fn feed(
-        &mut self,
-        q: &mut WorkQueues,
-        now: Instant,
-        data: &[u8],
-        addr: Option<SocketAddr>,
-        recv: Option<&mut dyn RdReceiver>,
-    ) {
+    /// Hands a datagram to the engine (posted-receive mode), with the sink of the peer at
+    /// `addr` (the one its session id names, if any).
+    fn feed(&mut self, q: &mut WorkQueues, now: Instant, data: &[u8], addr: Option<SocketAddr>) {
         let peer = addr.and_then(|a| self.peers.get_mut(&a));
         // Drops are counted by the engine.
-        let _ = match (peer, recv) {
-            (Some(p), Some(recv)) => {
-                let mut sink = ReceiverSink {
-                    rx: &mut p.rx,
-                    recv,
-                    src: p.ah.addr,
-                    qpn: self.qpn,
-                    stats: &mut self.stats,
-                };
-                self.endpoint
-                    .handle_datagram(now, data, &mut sink, |_, _| None)
-            }
-            (Some(p), None) => {
+        let _ = match peer {
+            Some(p) => {
                 let mut sink = RxSink {
                     rx: &mut p.rx,
                     q,
@@ -613,7 +594,7 @@ impl RdPath {
                 self.endpoint
                     .handle_datagram(now, data, &mut sink, |_, _| None)
             }
-            (None, _) => self
+            None => self
                 .endpoint
                 .handle_datagram(now, data, &mut (), |_, _| None),
         };

@@ -580,19 +580,27 @@ mod tests {
         fn message(&mut self, _: SocketAddr, _: &[u8]) {}
     }
 
+    fn sink<'a>(
+        rx: &'a mut PeerRx,
+        recv: &'a mut dyn RdReceiver,
+        stats: &'a mut RdStats,
+    ) -> ReceiverSink<'a> {
+        ReceiverSink {
+            rx,
+            recv,
+            src: "127.0.0.1:1".parse().unwrap(),
+            qpn: 1,
+            stats,
+        }
+    }
+
     #[test]
     fn reassembly_buffers_count_in_the_memory_ledger() {
         let mut rx = PeerRx::new(MsgId(0));
         let mut stats = RdStats::default();
         let mut recv = Refuse;
         let base = rx.memory_bytes();
-        let mut sink = ReceiverSink {
-            rx: &mut rx,
-            recv: &mut recv,
-            src: "127.0.0.1:1".parse().unwrap(),
-            qpn: 1,
-            stats: &mut stats,
-        };
+        let mut sink = sink(&mut rx, &mut recv, &mut stats);
         // A middle segment of message 1, ahead of message 0: it waits in a reassembly buffer.
         sink.place(Placement {
             msg: MsgId(1),
@@ -633,13 +641,7 @@ mod tests {
         let mut stats = RdStats::default();
         let mut recv = Small;
         let base = rx.memory_bytes();
-        let mut sink = ReceiverSink {
-            rx: &mut rx,
-            recv: &mut recv,
-            src: "127.0.0.1:1".parse().unwrap(),
-            qpn: 1,
-            stats: &mut stats,
-        };
+        let mut sink = sink(&mut rx, &mut recv, &mut stats);
         // A peer's word for a 4 GiB message: nothing of that size is allocated.
         for (msg, total_len) in [(1, u32::MAX), (2, (DDP_HEADER + 101) as u32)] {
             sink.place(Placement {
