@@ -311,7 +311,15 @@ impl Endpoint {
             e.session.input_drained(t);
         }
         let r = e.session.handle_datagram(now, datagram, sink);
-        self.after_input(id);
+        Self::after_input(
+            &mut self.owing,
+            &mut self.tx_ready,
+            &mut self.ev_ready,
+            &mut self.timers,
+            id,
+            e,
+        );
+        self.compact_timers();
         r.map(|()| id)
     }
 
@@ -346,21 +354,8 @@ impl Endpoint {
             }
             taken += usize::from(e.session.handle_datagram(now, datagram, sink).is_ok());
         }
-        self.after_input(id);
-        taken
-    }
-
-    /// Session `id` took input: note the ACK it may owe, queue it for transmission and
-    /// events, and arm its timer.
-    fn after_input(&mut self, id: u32) {
-        let Some(e) = self.sessions.get_mut(&id) else {
-            return;
-        };
-        if !e.owing && e.session.owes_ack() {
-            e.owing = true;
-            self.owing.push(id);
-        }
-        Self::touch(
+        Self::after_input(
+            &mut self.owing,
             &mut self.tx_ready,
             &mut self.ev_ready,
             &mut self.timers,
@@ -368,6 +363,25 @@ impl Endpoint {
             e,
         );
         self.compact_timers();
+        taken
+    }
+
+    /// Session `id` (its entry `e`) took input: note the ACK it may owe, queue it for
+    /// transmission and events, and arm its timer. Given the fields, not `self`, so that the
+    /// caller's entry serves without a second lookup.
+    fn after_input(
+        owing: &mut Vec<u32>,
+        tx_ready: &mut VecDeque<u32>,
+        ev_ready: &mut VecDeque<u32>,
+        timers: &mut BinaryHeap<Reverse<(Instant, u32)>>,
+        id: u32,
+        e: &mut Entry,
+    ) {
+        if !e.owing && e.session.owes_ack() {
+            e.owing = true;
+            owing.push(id);
+        }
+        Self::touch(tx_ready, ev_ready, timers, id, e);
     }
 
     /// Next datagram of any session, with the local id of the session that sent it.

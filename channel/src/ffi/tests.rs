@@ -479,21 +479,22 @@ fn inject_write_never_completes_and_an_injected_writemsg_does() {
         assert_eq!(rma.writemsg.unwrap()(o.ep, &msg, FI_INJECT), 0);
         let read = (*(*o.cq).ops).read.unwrap();
         let mut seen = vec![];
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while std::time::Instant::now() < until && (seen.is_empty() || target[8] != 2) {
+        let poll = |seen: &mut Vec<usize>| {
             let mut e = [fi_cq_tagged_entry::default(); 4];
             let n = read(o.cq, e.as_mut_ptr().cast(), 4);
-            for c in e.iter().take(n.max(0) as usize) {
-                seen.push(c.op_context as usize);
-            }
+            seen.extend(
+                e.iter()
+                    .take(n.max(0) as usize)
+                    .map(|c| c.op_context as usize),
+            );
+        };
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < until && (seen.is_empty() || target[8] != 2) {
+            poll(&mut seen);
         }
         // A little longer: an inject's completion would come after its write landed.
         for _ in 0..2000 {
-            let mut e = [fi_cq_tagged_entry::default(); 4];
-            let n = read(o.cq, e.as_mut_ptr().cast(), 4);
-            for c in e.iter().take(n.max(0) as usize) {
-                seen.push(c.op_context as usize);
-            }
+            poll(&mut seen);
         }
         assert_eq!(&target[..16], &[[1u8; 8], [2u8; 8]].concat()[..]);
         assert_eq!(seen, [0x99], "only the writemsg completes");

@@ -519,16 +519,16 @@ impl RdPath {
             self.on_control(q, now, data, src);
             return None;
         }
-        let pkt = Packet::new_checked(data).ok();
-        let addr = pkt
-            .as_ref()
-            .and_then(|p| self.by_id.get(&p.session()).copied());
         if recv.is_some() {
             // Receiver mode: runs go by `feed_run`, so this names no session; the engine
             // counts it.
             self.feed(q, now, data, None);
             return None;
         }
+        let pkt = Packet::new_checked(data).ok();
+        let addr = pkt
+            .as_ref()
+            .and_then(|p| self.by_id.get(&p.session()).copied());
         if let (Some(pkt), Some(p)) = (pkt, addr.and_then(|a| self.peers.get_mut(&a))) {
             if p.remote.is_some_and(|r| r.epoch == pkt.epoch())
                 && rx::gate(&pkt, &mut p.rx, q, &self.stash) == Gate::Park
