@@ -386,7 +386,12 @@ impl Endpoint {
 
     /// Next datagram of any session, with the local id of the session that sent it.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<(u32, Transmit)> {
-        self.next_transmit(|s| s.poll_transmit(now, buf))
+        let mut out = None;
+        self.next_run(|id, s| {
+            out = Some((id, s.poll_transmit(now, buf)?));
+            Some(false)
+        });
+        out
     }
 
     /// Like [`Endpoint::poll_transmit`], leaving the datagram in pieces for gather I/O (see
@@ -396,32 +401,69 @@ impl Endpoint {
         now: Instant,
         header: &mut [u8; MAX_HEADER_LEN],
     ) -> Option<(u32, GatherTransmit)> {
-        self.next_transmit(|s| s.poll_transmit_gather(now, header))
+        let mut out = None;
+        self.next_run(|id, s| {
+            out = Some((id, s.poll_transmit_gather(now, header)?));
+            Some(false)
+        });
+        out
     }
 
-    /// Polls the ready sessions in turn with `poll` until one has a datagram.
-    fn next_transmit<T>(
+    /// A run of datagrams from one session, for a caller that sends runs to one peer in one
+    /// system call (UDP GSO): the ready sessions are polled in turn until one has a datagram,
+    /// then that session is polled again as long as `each` (given the session's local id, the
+    /// header as [`Endpoint::poll_transmit_gather`] leaves it, and the rest) returns true.
+    /// Returns the session's local id, or `None` when no session had anything to send.
+    ///
+    /// The session is found, and its timers armed, once per run instead of once per datagram.
+    /// Sessions take turns by runs, which `each` bounds.
+    pub fn poll_transmit_run(
         &mut self,
-        mut poll: impl FnMut(&mut Session) -> Option<T>,
-    ) -> Option<(u32, T)> {
+        now: Instant,
+        header: &mut [u8; MAX_HEADER_LEN],
+        mut each: impl FnMut(u32, &[u8; MAX_HEADER_LEN], GatherTransmit) -> bool,
+    ) -> Option<u32> {
+        self.next_run(|id, s| {
+            let t = s.poll_transmit_gather(now, header)?;
+            Some(each(id, header, t))
+        })
+    }
+
+    /// Polls the ready sessions in turn with `take` until one yields something, then polls
+    /// that one again while `take` says to go on (`Some(true)`); `None` means the session had
+    /// nothing. Returns the id of the session that yielded.
+    fn next_run(&mut self, mut take: impl FnMut(u32, &mut Session) -> Option<bool>) -> Option<u32> {
         while let Some(&id) = self.tx_ready.front() {
+            self.tx_ready.pop_front();
             let Some(e) = self.sessions.get_mut(&id) else {
-                self.tx_ready.pop_front();
                 continue;
             };
             if let Some(t) = self.drained_at {
                 // Its ACKs are stamped against the latest drain (see `Session::input_drained`).
                 e.session.input_drained(t);
             }
-            if let Some(t) = poll(&mut e.session) {
-                // Round robin: a busy session yields to the next one after each datagram.
-                self.tx_ready.pop_front();
+            let mut took = false;
+            let emptied = loop {
+                match take(id, &mut e.session) {
+                    None => break true,
+                    Some(more) => {
+                        took = true;
+                        if !more {
+                            break false;
+                        }
+                    }
+                }
+            };
+            if emptied {
+                e.tx_queued = false;
+            } else {
+                // Round robin: a busy session yields to the next one after each run.
                 self.tx_ready.push_back(id);
-                e.arm(&mut self.timers, id);
-                return Some((id, t));
             }
-            e.tx_queued = false;
-            self.tx_ready.pop_front();
+            if took {
+                e.arm(&mut self.timers, id);
+                return Some(id);
+            }
         }
         None
     }

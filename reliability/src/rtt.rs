@@ -10,11 +10,19 @@ use crate::config::Config;
 
 /// Smoothed RTT and its variation. The timeout bounds come from the [`Config`], so that a
 /// session does not carry copies of them.
+///
+/// Kept in nanoseconds, with the timeouts derived once per sample: the probe timeout is
+/// asked for every datagram sent, and `Duration` arithmetic checks and normalises each step.
+/// (A session's size matters at scale; this is no larger than three `Duration`s.)
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RttEstimator {
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    latest: Duration,
+    /// Smoothed RTT; `None` before the first sample.
+    srtt: Option<u64>,
+    rttvar: u64,
+    latest: u64,
+    /// `srtt + 4·rttvar` and `2·srtt + ack_delay`, before their bounds.
+    rto_raw: u64,
+    pto_raw: u64,
 }
 
 impl RttEstimator {
@@ -23,55 +31,64 @@ impl RttEstimator {
         RttEstimator::default()
     }
 
-    /// Feeds one RTT sample.
-    pub fn update(&mut self, sample: Duration) {
+    /// Feeds one RTT sample; `config` gives the ACK delay the probe timeout allows for.
+    pub fn update(&mut self, sample: Duration, config: &Config) {
+        let sample = ns(sample);
         self.latest = sample;
-        match self.srtt {
+        let srtt = match self.srtt {
             None => {
-                self.srtt = Some(sample);
                 self.rttvar = sample / 2;
+                sample
             }
             Some(srtt) => {
                 let err = srtt.abs_diff(sample);
-                self.rttvar = (self.rttvar * 3 + err) / 4;
-                self.srtt = Some((srtt * 7 + sample) / 8);
+                self.rttvar = (self.rttvar.saturating_mul(3).saturating_add(err)) / 4;
+                srtt.saturating_mul(7).saturating_add(sample) / 8
             }
-        }
+        };
+        self.srtt = Some(srtt);
+        // RFC 6298's clock-granularity term G is 0 here: Instants have nanosecond resolution.
+        self.rto_raw = srtt.saturating_add(self.rttvar.saturating_mul(4));
+        self.pto_raw = srtt.saturating_mul(2).saturating_add(ns(config.ack_delay));
     }
 
     /// Smoothed RTT, if any sample was taken.
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        self.srtt.map(Duration::from_nanos)
     }
 
     /// RTT variation.
     pub fn rttvar(&self) -> Duration {
-        self.rttvar
+        Duration::from_nanos(self.rttvar)
     }
 
     /// The most recent sample.
     pub fn latest(&self) -> Duration {
-        self.latest
+        Duration::from_nanos(self.latest)
     }
 
     /// The retransmission timeout before backoff: SRTT + 4·RTTVAR, within `[min_rto, max_rto]`.
     pub fn rto(&self, config: &Config) -> Duration {
+        Duration::from_nanos(self.rto_ns(config))
+    }
+
+    fn rto_ns(&self, config: &Config) -> u64 {
         let raw = match self.srtt {
-            None => config.initial_rto,
-            // RFC 6298's clock-granularity term G is 0 here: Instants have nanosecond resolution.
-            Some(srtt) => srtt + self.rttvar * 4,
+            None => ns(config.initial_rto),
+            Some(_) => self.rto_raw,
         };
-        raw.clamp(config.min_rto, config.max_rto.max(config.min_rto))
+        let min = ns(config.min_rto);
+        raw.clamp(min, ns(config.max_rto).max(min))
     }
 
     /// The tail-loss probe timeout: `2·SRTT` plus the peer's ACK delay (assumed to be ours),
     /// at least `min_pto` and at most the retransmission timeout; `initial_rto` before a sample.
     pub fn pto(&self, config: &Config) -> Duration {
         let raw = match self.srtt {
-            None => config.initial_rto,
-            Some(srtt) => srtt * 2 + config.ack_delay,
+            None => ns(config.initial_rto),
+            Some(_) => self.pto_raw,
         };
-        raw.max(config.min_pto).min(self.rto(config))
+        Duration::from_nanos(raw.max(ns(config.min_pto)).min(self.rto_ns(config)))
     }
 
     /// The timeout after `backoff` consecutive expiries: doubled each time, capped at `max_rto`.
@@ -81,6 +98,11 @@ impl RttEstimator {
         base.saturating_mul(factor)
             .min(config.max_rto.max(config.min_rto))
     }
+}
+
+/// `d` in nanoseconds, saturating (u64 nanoseconds last 584 years).
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -103,11 +125,11 @@ mod tests {
         let c = cfg(US * 1000, US, Duration::from_secs(1));
         let mut r = RttEstimator::new();
         assert_eq!(r.rto(&c), US * 1000);
-        r.update(US * 100);
+        r.update(US * 100, &c);
         assert_eq!(r.srtt(), Some(US * 100));
         assert_eq!(r.rttvar(), US * 50);
         assert_eq!(r.rto(&c), US * 300);
-        r.update(US * 200);
+        r.update(US * 200, &c);
         // rttvar = 3/4*50 + 1/4*100 = 62.5; srtt = 7/8*100 + 1/8*200 = 112.5
         assert_eq!(r.rttvar(), Duration::from_nanos(62_500));
         assert_eq!(r.srtt(), Some(Duration::from_nanos(112_500)));
@@ -117,7 +139,7 @@ mod tests {
     fn floor_and_backoff() {
         let c = cfg(US * 1000, US * 500, US * 4000);
         let mut r = RttEstimator::new();
-        r.update(US * 6);
+        r.update(US * 6, &c);
         assert_eq!(r.rto(&c), US * 500);
         assert_eq!(r.backed_off(&c, 1), US * 1000);
         assert_eq!(r.backed_off(&c, 3), US * 4000);

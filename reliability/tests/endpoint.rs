@@ -243,3 +243,58 @@ fn a_run_of_datagrams_is_handled_as_one_by_one() {
         2
     );
 }
+
+/// Runs come from one session at a time, as long as the caller asks, then the next ready
+/// session's, and the retransmission timer is armed once the run is out.
+#[test]
+fn runs_take_turns_by_session() {
+    let now = Instant::now();
+    let mut a = Endpoint::new(Config::default()).unwrap();
+    let ids = |local_id, remote_id| SessionIds {
+        local_id,
+        local_epoch: 10,
+        remote_id,
+        remote_epoch: 20,
+    };
+    a.open(ids(1, 2), now);
+    a.open(ids(3, 4), now);
+    // Five and two datagrams' worth.
+    a.send(1, now, vec![1u8; 300_000]).unwrap();
+    a.send(3, now, vec![3u8; 100_000]).unwrap();
+    // Only the silence limit of the sessions with work is timed before anything leaves.
+    let before = a.poll_timeout().unwrap();
+    let mut header = [0u8; reliability::header::MAX_HEADER_LEN];
+    let mut runs = Vec::new();
+    loop {
+        let mut run = Vec::new();
+        let got = a.poll_transmit_run(now, &mut header, |id, h, t| {
+            let mut d = h[..t.header_len].to_vec();
+            d.extend_from_slice(&t.payload);
+            d.extend(t.trailer.iter().flatten());
+            let p = Packet::new_checked(&d[..]).unwrap();
+            assert_eq!(p.session(), if id == 1 { 2 } else { 4 });
+            assert!(t.payload.iter().all(|&b| b == id as u8));
+            run.push((id, t.seq.unwrap().0));
+            run.len() < 3
+        });
+        let Some(id) = got else { break };
+        assert!(
+            run.iter().all(|&(i, _)| i == id),
+            "one session per run: {run:?}"
+        );
+        assert!(
+            a.poll_timeout().unwrap() < before,
+            "retransmission timer armed by the run"
+        );
+        runs.push(run.iter().map(|&(_, s)| s).collect::<Vec<_>>());
+    }
+    let isn = Config::default().initial_seq;
+    let s = |k: u32| isn.wrapping_add(k);
+    assert_eq!(
+        runs,
+        vec![vec![s(0), s(1), s(2)], vec![s(0), s(1)], vec![s(3), s(4)]],
+        "session 1's first run stops at the caller's bound, session 3 runs dry"
+    );
+    let mut header = [0u8; reliability::header::MAX_HEADER_LEN];
+    assert!(a.poll_transmit_gather(now, &mut header).is_none());
+}

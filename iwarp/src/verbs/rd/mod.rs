@@ -725,28 +725,30 @@ impl RdPath {
                 return;
             }
             let mut drained = false;
-            // Runs of datagrams go to one peer: look it up once per run.
+            // A run of datagrams goes to one peer: look it up once per run.
             let mut route: Option<(u32, &Peer)> = None;
-            while self.tx.wants_more() {
-                let mut header = [0u8; MAX_HEADER_LEN];
-                let Some((id, t)) = self.endpoint.poll_transmit_gather(now, &mut header) else {
+            let mut header = [0u8; MAX_HEADER_LEN];
+            let (tx, by_id, peers) = (&mut self.tx, &self.by_id, &self.peers);
+            while tx.wants_more() {
+                let run = self
+                    .endpoint
+                    .poll_transmit_run(now, &mut header, |id, header, t| {
+                        if route.is_none_or(|(r, _)| r != id) {
+                            route = by_id.get(&id).and_then(|a| peers.get(a)).map(|p| (id, p));
+                        }
+                        if let Some((_, p)) = route {
+                            tx.push(TxItem {
+                                dst: p.dst,
+                                via: p.via.clone(),
+                                header: *header,
+                                t,
+                            });
+                        }
+                        tx.wants_more()
+                    });
+                if run.is_none() {
                     drained = true;
                     break;
-                };
-                if route.is_none_or(|(r, _)| r != id) {
-                    route = self
-                        .by_id
-                        .get(&id)
-                        .and_then(|a| self.peers.get(a))
-                        .map(|p| (id, p));
-                }
-                if let Some((_, p)) = route {
-                    self.tx.push(TxItem {
-                        dst: p.dst,
-                        via: p.via.clone(),
-                        header,
-                        t,
-                    });
                 }
             }
             if self.tx.len() == 0 {
