@@ -386,12 +386,7 @@ impl Endpoint {
 
     /// Next datagram of any session, with the local id of the session that sent it.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<(u32, Transmit)> {
-        let mut out = None;
-        self.next_run(|id, s| {
-            out = Some((id, s.poll_transmit(now, buf)?));
-            Some(false)
-        });
-        out
+        self.next_one(|s| s.poll_transmit(now, buf))
     }
 
     /// Like [`Endpoint::poll_transmit`], leaving the datagram in pieces for gather I/O (see
@@ -401,12 +396,7 @@ impl Endpoint {
         now: Instant,
         header: &mut [u8; MAX_HEADER_LEN],
     ) -> Option<(u32, GatherTransmit)> {
-        let mut out = None;
-        self.next_run(|id, s| {
-            out = Some((id, s.poll_transmit_gather(now, header)?));
-            Some(false)
-        });
-        out
+        self.next_one(|s| s.poll_transmit_gather(now, header))
     }
 
     /// A run of datagrams from one session, for a caller that sends runs to one peer in one
@@ -429,13 +419,23 @@ impl Endpoint {
         })
     }
 
+    /// One datagram of the next ready session that has one, by `poll`.
+    fn next_one<T>(&mut self, mut poll: impl FnMut(&mut Session) -> Option<T>) -> Option<(u32, T)> {
+        let mut out = None;
+        self.next_run(|id, s| {
+            out = Some((id, poll(s)?));
+            Some(false)
+        });
+        out
+    }
+
     /// Polls the ready sessions in turn with `take` until one yields something, then polls
     /// that one again while `take` says to go on (`Some(true)`); `None` means the session had
     /// nothing. Returns the id of the session that yielded.
     fn next_run(&mut self, mut take: impl FnMut(u32, &mut Session) -> Option<bool>) -> Option<u32> {
         while let Some(&id) = self.tx_ready.front() {
-            self.tx_ready.pop_front();
             let Some(e) = self.sessions.get_mut(&id) else {
+                self.tx_ready.pop_front();
                 continue;
             };
             if let Some(t) = self.drained_at {
@@ -454,6 +454,9 @@ impl Endpoint {
                     }
                 }
             };
+            // Taken off the ready list only now: were `take` to panic, the session would stay
+            // where `touch` cannot requeue it.
+            self.tx_ready.pop_front();
             if emptied {
                 e.tx_queued = false;
             } else {

@@ -11,8 +11,9 @@ use crate::config::Config;
 /// Smoothed RTT and its variation. The timeout bounds come from the [`Config`], so that a
 /// session does not carry copies of them.
 ///
-/// Kept in nanoseconds, with the timeouts derived once per sample: the probe timeout is
-/// asked for every datagram sent, and `Duration` arithmetic checks and normalises each step.
+/// Kept in nanoseconds, with the RTT's part of each timeout worked out once per sample: the
+/// probe timeout is asked for every datagram sent, and `Duration` arithmetic checks and
+/// normalises each step.
 /// (A session's size matters at scale; this is no larger than three `Duration`s.)
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RttEstimator {
@@ -20,7 +21,7 @@ pub struct RttEstimator {
     srtt: Option<u64>,
     rttvar: u64,
     latest: u64,
-    /// `srtt + 4·rttvar` and `2·srtt + ack_delay`, before their bounds.
+    /// `srtt + 4·rttvar` and `2·srtt`.
     rto_raw: u64,
     pto_raw: u64,
 }
@@ -31,8 +32,8 @@ impl RttEstimator {
         RttEstimator::default()
     }
 
-    /// Feeds one RTT sample; `config` gives the ACK delay the probe timeout allows for.
-    pub fn update(&mut self, sample: Duration, config: &Config) {
+    /// Feeds one RTT sample.
+    pub fn update(&mut self, sample: Duration) {
         let sample = ns(sample);
         self.latest = sample;
         let srtt = match self.srtt {
@@ -49,7 +50,7 @@ impl RttEstimator {
         self.srtt = Some(srtt);
         // RFC 6298's clock-granularity term G is 0 here: Instants have nanosecond resolution.
         self.rto_raw = srtt.saturating_add(self.rttvar.saturating_mul(4));
-        self.pto_raw = srtt.saturating_mul(2).saturating_add(ns(config.ack_delay));
+        self.pto_raw = srtt.saturating_mul(2);
     }
 
     /// Smoothed RTT, if any sample was taken.
@@ -86,7 +87,7 @@ impl RttEstimator {
     pub fn pto(&self, config: &Config) -> Duration {
         let raw = match self.srtt {
             None => ns(config.initial_rto),
-            Some(_) => self.pto_raw,
+            Some(_) => self.pto_raw.saturating_add(ns(config.ack_delay)),
         };
         Duration::from_nanos(raw.max(ns(config.min_pto)).min(self.rto_ns(config)))
     }
@@ -125,11 +126,11 @@ mod tests {
         let c = cfg(US * 1000, US, Duration::from_secs(1));
         let mut r = RttEstimator::new();
         assert_eq!(r.rto(&c), US * 1000);
-        r.update(US * 100, &c);
+        r.update(US * 100);
         assert_eq!(r.srtt(), Some(US * 100));
         assert_eq!(r.rttvar(), US * 50);
         assert_eq!(r.rto(&c), US * 300);
-        r.update(US * 200, &c);
+        r.update(US * 200);
         // rttvar = 3/4*50 + 1/4*100 = 62.5; srtt = 7/8*100 + 1/8*200 = 112.5
         assert_eq!(r.rttvar(), Duration::from_nanos(62_500));
         assert_eq!(r.srtt(), Some(Duration::from_nanos(112_500)));
@@ -139,7 +140,7 @@ mod tests {
     fn floor_and_backoff() {
         let c = cfg(US * 1000, US * 500, US * 4000);
         let mut r = RttEstimator::new();
-        r.update(US * 6, &c);
+        r.update(US * 6);
         assert_eq!(r.rto(&c), US * 500);
         assert_eq!(r.backed_off(&c, 1), US * 1000);
         assert_eq!(r.backed_off(&c, 3), US * 4000);

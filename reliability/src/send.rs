@@ -698,7 +698,7 @@ impl Sender {
             self.high_acked = newest;
         }
         if let Some((_, Some(sent_at))) = sample {
-            rtt.update(now.saturating_duration_since(sent_at), config);
+            rtt.update(now.saturating_duration_since(sent_at));
         }
         if progress {
             self.backoff = 0;

@@ -270,6 +270,7 @@ fn runs_take_turns_by_session() {
         let got = a.poll_transmit_run(now, &mut header, |id, h, t| {
             let mut d = h[..t.header_len].to_vec();
             d.extend_from_slice(&t.payload);
+            d.extend_from_slice(&t.payload_tail);
             d.extend(t.trailer.iter().flatten());
             let p = Packet::new_checked(&d[..]).unwrap();
             assert_eq!(p.session(), if id == 1 { 2 } else { 4 });

@@ -725,7 +725,8 @@ impl RdPath {
                 return;
             }
             let mut drained = false;
-            // A run of datagrams goes to one peer: look it up once per run.
+            // A run of datagrams goes to one peer: look it up once per run. A run ends when
+            // the session has no more or the batch is full.
             let mut route: Option<(u32, &Peer)> = None;
             let mut header = [0u8; MAX_HEADER_LEN];
             let (tx, by_id, peers) = (&mut self.tx, &self.by_id, &self.peers);
