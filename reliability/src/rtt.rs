@@ -11,19 +11,14 @@ use crate::config::Config;
 /// Smoothed RTT and its variation. The timeout bounds come from the [`Config`], so that a
 /// session does not carry copies of them.
 ///
-/// Kept in nanoseconds, with the RTT's part of each timeout worked out once per sample: the
-/// probe timeout is asked for every datagram sent, and `Duration` arithmetic checks and
-/// normalises each step.
-/// (A session's size matters at scale; this is no larger than three `Duration`s.)
+/// Kept in nanoseconds: the probe timeout is asked for every datagram sent, and `Duration`
+/// arithmetic checks and normalises each step.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RttEstimator {
     /// Smoothed RTT; `None` before the first sample.
     srtt: Option<u64>,
     rttvar: u64,
     latest: u64,
-    /// `srtt + 4·rttvar` and `2·srtt`.
-    rto_raw: u64,
-    pto_raw: u64,
 }
 
 impl RttEstimator {
@@ -48,9 +43,6 @@ impl RttEstimator {
             }
         };
         self.srtt = Some(srtt);
-        // RFC 6298's clock-granularity term G is 0 here: Instants have nanosecond resolution.
-        self.rto_raw = srtt.saturating_add(self.rttvar.saturating_mul(4));
-        self.pto_raw = srtt.saturating_mul(2);
     }
 
     /// Smoothed RTT, if any sample was taken.
@@ -76,7 +68,8 @@ impl RttEstimator {
     fn rto_ns(&self, config: &Config) -> u64 {
         let raw = match self.srtt {
             None => ns(config.initial_rto),
-            Some(_) => self.rto_raw,
+            // RFC 6298's clock-granularity term G is 0 here: Instants have nanosecond resolution.
+            Some(srtt) => srtt.saturating_add(self.rttvar.saturating_mul(4)),
         };
         let min = ns(config.min_rto);
         raw.clamp(min, ns(config.max_rto).max(min))
@@ -87,7 +80,7 @@ impl RttEstimator {
     pub fn pto(&self, config: &Config) -> Duration {
         let raw = match self.srtt {
             None => ns(config.initial_rto),
-            Some(_) => self.pto_raw.saturating_add(ns(config.ack_delay)),
+            Some(srtt) => srtt.saturating_mul(2).saturating_add(ns(config.ack_delay)),
         };
         Duration::from_nanos(raw.max(ns(config.min_pto)).min(self.rto_ns(config)))
     }
