@@ -306,21 +306,9 @@ impl Endpoint {
                 }
             }
         }
-        let e = self.sessions.get_mut(&id).expect("present or opened");
-        if let Some(t) = self.drained_at {
-            e.session.input_drained(t);
-        }
-        let r = e.session.handle_datagram(now, datagram, sink);
-        Self::after_input(
-            &mut self.owing,
-            &mut self.tx_ready,
-            &mut self.ev_ready,
-            &mut self.timers,
-            id,
-            e,
-        );
-        self.compact_timers();
-        r.map(|()| id)
+        self.input(id, |s| s.handle_datagram(now, datagram, sink))
+            .expect("present or opened")
+            .map(|()| id)
     }
 
     /// [`Endpoint::handle_datagram`] for datagrams that all name session `id` (consecutive
@@ -338,24 +326,40 @@ impl Endpoint {
     where
         S: Sink + ?Sized,
     {
-        let Some(e) = self.sessions.get_mut(&id) else {
-            let n = run.into_iter().count();
-            self.stats.dropped_unknown_session += n as u64;
-            return 0;
-        };
+        let mut run = run.into_iter();
+        let mut malformed = 0;
+        let taken = self.input(id, |s| {
+            let mut taken = 0;
+            for datagram in run.by_ref() {
+                if Packet::new_checked(datagram).map(|p| p.session()) != Ok(id) {
+                    malformed += 1;
+                    continue;
+                }
+                taken += usize::from(s.handle_datagram(now, datagram, sink).is_ok());
+            }
+            taken
+        });
+        self.stats.dropped_malformed += malformed;
+        taken.unwrap_or_else(|| {
+            self.stats.dropped_unknown_session += run.count() as u64;
+            0
+        })
+    }
+
+    /// Gives session `id` input through `f`: stamps the latest drain first, then notes the
+    /// ACK it may owe, queues it for transmission and events and arms its timer. `None` if
+    /// there is no such session.
+    fn input<R>(&mut self, id: u32, f: impl FnOnce(&mut Session) -> R) -> Option<R> {
+        let e = self.sessions.get_mut(&id)?;
         if let Some(t) = self.drained_at {
             e.session.input_drained(t);
         }
-        let mut taken = 0;
-        for datagram in run {
-            if Packet::new_checked(datagram).map(|p| p.session()) != Ok(id) {
-                self.stats.dropped_malformed += 1;
-                continue;
-            }
-            taken += usize::from(e.session.handle_datagram(now, datagram, sink).is_ok());
+        let r = f(&mut e.session);
+        if !e.owing && e.session.owes_ack() {
+            e.owing = true;
+            self.owing.push(id);
         }
-        Self::after_input(
-            &mut self.owing,
+        Self::touch(
             &mut self.tx_ready,
             &mut self.ev_ready,
             &mut self.timers,
@@ -363,25 +367,7 @@ impl Endpoint {
             e,
         );
         self.compact_timers();
-        taken
-    }
-
-    /// Session `id` (its entry `e`) took input: note the ACK it may owe, queue it for
-    /// transmission and events, and arm its timer. Given the fields, not `self`, so that the
-    /// caller's entry serves without a second lookup.
-    fn after_input(
-        owing: &mut Vec<u32>,
-        tx_ready: &mut VecDeque<u32>,
-        ev_ready: &mut VecDeque<u32>,
-        timers: &mut BinaryHeap<Reverse<(Instant, u32)>>,
-        id: u32,
-        e: &mut Entry,
-    ) {
-        if !e.owing && e.session.owes_ack() {
-            e.owing = true;
-            owing.push(id);
-        }
-        Self::touch(tx_ready, ev_ready, timers, id, e);
+        Some(r)
     }
 
     /// Next datagram of any session, with the local id of the session that sent it.
