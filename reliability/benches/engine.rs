@@ -1,11 +1,13 @@
 //! The engine alone, no sockets: datagrams per second per core, out (send + poll_transmit)
-//! and in (handle_datagram + the ACKs it causes), for small messages and full 64 KiB segments.
+//! and in (handle_datagram + the ACKs it causes), for small messages and full 64 KiB segments;
+//! and at Ethernet's MTU, a stream's 1472-byte segments taken one by one or in the runs a
+//! receive offload hands over (`Endpoint::handle_run`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use reliability::{Config, Delivery, MsgId, Placement, Session, SessionIds, Sink};
+use reliability::{Config, Delivery, Endpoint, MsgId, Placement, Session, SessionIds, Sink};
 
 const N: usize = 1024;
 
@@ -98,6 +100,73 @@ fn bench(c: &mut Criterion) {
             )
         });
     }
+    g.finish();
+    bench_mtu(c, now);
+}
+
+/// A GRO run at MTU 1500: as many 1472-byte datagrams as fit in 64 KiB.
+const RUN: usize = 44;
+
+/// The segments of 1 MiB messages cut into 1472-byte datagrams, as a stream's receiver gets
+/// them (every one carrying the same ACK fields).
+fn produce_mtu(cfg: &Arc<Config>, now: Instant) -> Vec<Vec<u8>> {
+    let mut s = Session::new(cfg.clone(), IDS, now).unwrap();
+    let msg = bytes::Bytes::from(vec![0x5au8; 1 << 20]);
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    while out.len() < N {
+        s.send(now, msg.clone()).unwrap();
+        while s.poll_transmit(now, &mut buf).is_some() {
+            out.push(buf.clone());
+        }
+    }
+    out.truncate(N - N % RUN);
+    out
+}
+
+fn bench_mtu(c: &mut Criterion, now: Instant) {
+    let cfg = Arc::new(Config {
+        max_datagram_size: 1472,
+        checksum: false,
+        ..(*config(false)).clone()
+    });
+    let datagrams = produce_mtu(&cfg, now);
+    let receiver = || {
+        let mut ep = Endpoint::new((*cfg).clone()).unwrap();
+        ep.open(IDS.mirrored(), now);
+        ep
+    };
+    let id = IDS.mirrored().local_id;
+    let mut g = c.benchmark_group("engine");
+    g.throughput(Throughput::Elements(datagrams.len() as u64));
+    g.measurement_time(Duration::from_secs(3));
+    g.bench_function("in_1472_each", |b| {
+        b.iter_batched_ref(
+            receiver,
+            |ep| {
+                let mut sink = Count(0);
+                for d in &datagrams {
+                    ep.handle_datagram(now, d, &mut sink, |_, _| None).unwrap();
+                }
+                sink.0
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("in_1472_runs", |b| {
+        b.iter_batched_ref(
+            receiver,
+            |ep| {
+                let mut sink = Count(0);
+                for run in datagrams.chunks(RUN) {
+                    let taken = ep.handle_run(now, id, run.iter().map(|d| &d[..]), &mut sink);
+                    assert_eq!(taken, run.len());
+                }
+                sink.0
+            },
+            BatchSize::LargeInput,
+        )
+    });
     g.finish();
 }
 

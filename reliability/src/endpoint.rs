@@ -313,7 +313,8 @@ impl Endpoint {
 
     /// [`Endpoint::handle_datagram`] for datagrams that all name session `id` (consecutive
     /// datagrams of one peer, as a receive offload hands them over): the session is found, and
-    /// its timers and ready lists updated, once for all of them. Only for an open session (no
+    /// its timers and ready lists updated, once for all of them, and the ACK fields a stream
+    /// repeats on every datagram are taken in only when they change. Only for an open session (no
     /// first contact); without one, every datagram is dropped and counted. Returns how many
     /// datagrams the session took.
     pub fn handle_run<'d, S>(
@@ -329,15 +330,12 @@ impl Endpoint {
         let mut run = run.into_iter();
         let mut malformed = 0;
         let taken = self.input(id, |s| {
-            let mut taken = 0;
-            for datagram in run.by_ref() {
-                if Packet::new_checked(datagram).map(|p| p.session()) != Ok(id) {
-                    malformed += 1;
-                    continue;
-                }
-                taken += usize::from(s.handle_datagram(now, datagram, sink).is_ok());
-            }
-            taken
+            let named = run.by_ref().filter(|d| {
+                let ours = Packet::new_checked(d).map(|p| p.session()) == Ok(id);
+                malformed += u64::from(!ours);
+                ours
+            });
+            s.handle_run(now, named, sink)
         });
         self.stats.dropped_malformed += malformed;
         taken.unwrap_or_else(|| {

@@ -288,6 +288,38 @@ impl Session {
         datagram: &[u8],
         sink: &mut S,
     ) -> Result<(), DropReason> {
+        let r = self.take(now, datagram, sink, &mut None);
+        self.after_input(now);
+        r
+    }
+
+    /// [`Session::handle_datagram`] for consecutive datagrams of this peer (a receive offload's
+    /// run): the ACK fields, which a stream repeats on every datagram, are taken in only when
+    /// they change, and the bookkeeping after an ACK is done once. Returns how many were taken.
+    pub(crate) fn handle_run<'d, S: Sink + ?Sized>(
+        &mut self,
+        now: Instant,
+        run: impl Iterator<Item = &'d [u8]>,
+        sink: &mut S,
+    ) -> usize {
+        let mut acked = None;
+        let taken = run
+            .filter(|d| self.take(now, d, sink, &mut acked).is_ok())
+            .count();
+        self.after_input(now);
+        taken
+    }
+
+    /// One datagram's part of taking input. `acked`: the ACK fields (cumulative point, bitmap,
+    /// credit) the sender last took in for this input, which a datagram repeating them need
+    /// not go through again (taking in an ACK twice changes nothing).
+    fn take<S: Sink + ?Sized>(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        sink: &mut S,
+        acked: &mut Option<(Seq, u32, u16)>,
+    ) -> Result<(), DropReason> {
         if self.failed {
             self.stats.dropped_after_failure += 1;
             return Err(DropReason::Failed);
@@ -315,24 +347,28 @@ impl Session {
             self.stats.dropped_stale_epoch += 1;
             return Err(DropReason::StaleEpoch(repr.epoch));
         }
-        // The peer's report of a duplicate it had acknowledged before: if nothing else
-        // acknowledged that datagram first, the ACK was lost.
-        let lost_ack_report = repr.dsack && repr.dsack_acked;
-        let events = &mut self.events;
-        let acked = self.tx.on_ack(
-            now,
-            repr.ack,
-            repr.sack,
-            repr.credit,
-            lost_ack_report,
-            &self.config,
-            &mut self.rtt,
-            &mut self.stats,
-            &mut |m| events.push_back(Event::SendAcked(m)),
-        );
-        if acked.is_err() {
-            self.stats.dropped_invalid_ack += 1;
-            return Err(DropReason::InvalidAck);
+        let fields = (repr.ack, repr.sack, repr.credit);
+        if repr.dsack || *acked != Some(fields) {
+            // The peer's report of a duplicate it had acknowledged before: if nothing else
+            // acknowledged that datagram first, the ACK was lost.
+            let lost_ack_report = repr.dsack && repr.dsack_acked;
+            let events = &mut self.events;
+            let r = self.tx.on_ack(
+                now,
+                repr.ack,
+                repr.sack,
+                repr.credit,
+                lost_ack_report,
+                &self.config,
+                &mut self.rtt,
+                &mut self.stats,
+                &mut |m| events.push_back(Event::SendAcked(m)),
+            );
+            if r.is_err() {
+                self.stats.dropped_invalid_ack += 1;
+                return Err(DropReason::InvalidAck);
+            }
+            *acked = Some(fields);
         }
         self.last_heard = now;
         self.stats.datagrams_received += 1;
@@ -349,8 +385,6 @@ impl Session {
         if repr.ack_req {
             self.rx.request_ack();
         }
-        self.after_ack();
-        self.plan_release(now);
         if repr.body == Body::Ack {
             return Ok(());
         }
@@ -371,6 +405,12 @@ impl Session {
             DataDrop::OutOfWindow => DropReason::OutOfWindow,
             DataDrop::ReorderFull => DropReason::ReorderFull,
         })
+    }
+
+    /// What follows taking in ACKs: events and timers that depend on the send side's state.
+    fn after_input(&mut self, now: Instant) {
+        self.after_ack();
+        self.plan_release(now);
     }
 
     /// Schedules the release of idle memory, `RELEASE_AFTER` from now.

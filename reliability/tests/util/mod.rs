@@ -607,29 +607,54 @@ impl Sim {
             self.net.now = next;
         }
         let now = self.net.now;
-        while let Some((from, to, data)) = self.net.pop_due() {
+        let mut due = Vec::new();
+        while let Some(d) = self.net.pop_due() {
+            due.push(d);
+        }
+        // Seeds with bit 1 set take what arrives together from one peer for one session in
+        // runs (`handle_run`, as a receive offload hands them over), the others one by one.
+        let runs = self.seed & 2 != 0;
+        let mut i = 0;
+        while i < due.len() {
+            let (from, to, ref data) = due[i];
             let seed = self.seed;
             let node = &mut self.nodes[to];
-            if !node.alive {
-                continue;
-            }
-            let Some(sid) = Endpoint::peek_session_id(&data) else {
+            let sid = Endpoint::peek_session_id(data);
+            let end = if runs && sid.is_some() {
+                (i + 1..due.len())
+                    .find(|&j| {
+                        let (f, t, ref d) = due[j];
+                        f != from || t != to || Endpoint::peek_session_id(d) != sid
+                    })
+                    .unwrap_or(due.len())
+            } else {
+                i + 1
+            };
+            let batch = &due[i..end];
+            i = end;
+            let (true, Some(sid)) = (node.alive, sid) else {
                 continue;
             };
             let ids_accept = |_, _| None;
-            match node.inboxes.get_mut(&sid) {
+            let mut none = ();
+            let sink: &mut dyn Sink = match node.inboxes.get_mut(&sid) {
                 Some(inbox) => {
                     assert_eq!(inbox.from, from, "seed {seed}: misrouted");
-                    let mut sink = CheckSink {
+                    &mut CheckSink {
                         inbox,
                         gen: &self.gen,
                         seed,
-                    };
-                    let _ = node.ep.handle_datagram(now, &data, &mut sink, ids_accept);
+                    }
                 }
-                None => {
-                    let _ = node.ep.handle_datagram(now, &data, &mut (), ids_accept);
-                }
+                None => &mut none,
+            };
+            if runs {
+                let taken = node
+                    .ep
+                    .handle_run(now, sid, batch.iter().map(|d| &d.2[..]), sink);
+                assert!(taken <= batch.len(), "seed {seed}: took more than given");
+            } else {
+                let _ = node.ep.handle_datagram(now, data, sink, ids_accept);
             }
         }
         for node in self.nodes.iter_mut().filter(|n| n.alive) {
