@@ -288,8 +288,11 @@ impl Session {
         datagram: &[u8],
         sink: &mut S,
     ) -> Result<(), DropReason> {
-        let r = self.take(now, datagram, sink, &mut None);
-        self.after_input(now);
+        let mut acked = None;
+        let r = self.take(now, datagram, sink, &mut acked);
+        if acked.is_some() {
+            self.after_input(now);
+        }
         r
     }
 
@@ -306,13 +309,17 @@ impl Session {
         let taken = run
             .filter(|d| self.take(now, d, sink, &mut acked).is_ok())
             .count();
-        self.after_input(now);
+        if acked.is_some() {
+            self.after_input(now);
+        }
         taken
     }
 
     /// One datagram's part of taking input. `acked`: the ACK fields (cumulative point, bitmap,
     /// credit) the sender last took in for this input, which a datagram repeating them need
-    /// not go through again (taking in an ACK twice changes nothing).
+    /// not go through again: nothing but ACKs changes what the sender has in flight, so the
+    /// same ACK taken in twice in a row finds nothing new the second time. Set once an ACK is
+    /// taken in; [`Session::after_input`] is owed from then on.
     fn take<S: Sink + ?Sized>(
         &mut self,
         now: Instant,

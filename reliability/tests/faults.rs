@@ -87,8 +87,10 @@ fn mixes() -> Vec<(&'static str, Faults)> {
 fn thousands_of_seeds() {
     for (name, faults) in mixes() {
         let (mut retx, mut destroyed, mut reordered) = (0u64, 0u64, 0u64);
+        let mut runs = 0;
         for seed in 0..1000u64 {
             let sim = pair(seed, faults.clone(), 300, 60);
+            runs += sim.runs_taken;
             let r = sim.total(|s| s.retransmits);
             let d = sim.net.stats.destroyed();
             let o = sim.net.stats.reordered;
@@ -104,8 +106,14 @@ fn thousands_of_seeds() {
             );
         }
         eprintln!(
-            "{name}: {retx} retransmissions for {destroyed} destroyed, {reordered} reordered"
+            "{name}: {retx} retransmissions for {destroyed} destroyed, {reordered} reordered, \
+             {runs} runs taken whole"
         );
+        // Without jitter or a rate limit, datagrams sent together arrive together, and half
+        // the seeds hand them over as runs: the receiving side's run path must be exercised.
+        if faults.jitter.is_zero() && faults.rate.is_none() {
+            assert!(runs > 100, "{name}: only {runs} runs taken whole");
+        }
         match name {
             "clean" => assert_eq!(retx, 0, "a clean network needs no retransmission"),
             // Only the lost ones are resent: about one retransmission per destroyed datagram

@@ -427,6 +427,8 @@ pub struct Sim {
     pub nodes: Vec<SimNode>,
     pub gen: MsgGen,
     pub steps: u64,
+    /// Runs of two or more datagrams handed over with `handle_run`.
+    pub runs_taken: u64,
     buf: Vec<u8>,
 }
 
@@ -457,6 +459,7 @@ impl Sim {
             nodes,
             gen,
             steps: 0,
+            runs_taken: 0,
             buf: Vec::new(),
         }
     }
@@ -653,6 +656,7 @@ impl Sim {
                     .ep
                     .handle_run(now, sid, batch.iter().map(|d| &d.2[..]), sink);
                 assert!(taken <= batch.len(), "seed {seed}: took more than given");
+                self.runs_taken += u64::from(batch.len() > 1);
             } else {
                 let _ = node.ep.handle_datagram(now, data, sink, ids_accept);
             }

@@ -450,10 +450,10 @@ pub(crate) struct ReceiverSink<'a> {
     pub(crate) stats: &'a mut RdStats,
 }
 
-/// Copies a segment to `offset` of a reassembly buffer of `total` bytes; false if it does not
-/// fit. The buffer grows only as far as the segments reach, so the usual in-order arrival
-/// appends and nothing is zeroed first (a 60 KiB chunk parked for an unexpected rendezvous
-/// cost a `memset` as long as its copy).
+/// Copies a segment to `offset` of a reassembly buffer of `total` bytes (its capacity); false
+/// if it does not fit. The buffer's length grows only as far as the segments reach, so the
+/// usual in-order arrival appends and nothing is zeroed first (a 60 KiB chunk parked for an
+/// unexpected rendezvous cost a `memset` as long as its copy).
 fn fill(buf: &mut Vec<u8>, offset: usize, bytes: &[u8], total: usize) -> bool {
     let Some(end) = offset.checked_add(bytes.len()).filter(|&end| end <= total) else {
         return false;
