@@ -289,7 +289,7 @@ impl Session {
         sink: &mut S,
     ) -> Result<(), DropReason> {
         let mut acked = None;
-        let r = self.take(now, datagram, sink, &mut acked);
+        let r = self.take::<S, false>(now, datagram, sink, &mut acked);
         if acked.is_some() {
             self.after_input(now);
         }
@@ -307,7 +307,7 @@ impl Session {
     ) -> usize {
         let mut acked = None;
         let taken = run
-            .filter(|d| self.take(now, d, sink, &mut acked).is_ok())
+            .filter(|d| self.take::<S, true>(now, d, sink, &mut acked).is_ok())
             .count();
         if acked.is_some() {
             self.after_input(now);
@@ -320,7 +320,7 @@ impl Session {
     /// not go through again: nothing but ACKs changes what the sender has in flight, so the
     /// same ACK taken in twice in a row finds nothing new the second time. Set once an ACK is
     /// taken in; [`Session::after_input`] is owed from then on.
-    fn take<S: Sink + ?Sized>(
+    fn take<S: Sink + ?Sized, const RUN: bool>(
         &mut self,
         now: Instant,
         datagram: &[u8],
@@ -355,7 +355,7 @@ impl Session {
             return Err(DropReason::StaleEpoch(repr.epoch));
         }
         let fields = (repr.ack, repr.sack, repr.credit);
-        if repr.dsack || *acked != Some(fields) {
+        if !RUN || repr.dsack || *acked != Some(fields) {
             // The peer's report of a duplicate it had acknowledged before: if nothing else
             // acknowledged that datagram first, the ACK was lost.
             let lost_ack_report = repr.dsack && repr.dsack_acked;
