@@ -414,29 +414,19 @@ impl Session {
         })
     }
 
-    /// What follows taking in ACKs: events and timers that depend on the send side's state.
+    /// What follows taking in ACKs: a sender blocked for room that now has it is told so; an
+    /// idle one is no longer busy, and its idle memory (the events' too) is released
+    /// `RELEASE_AFTER` from now.
     fn after_input(&mut self, now: Instant) {
-        self.after_ack();
-        self.plan_release(now);
-    }
-
-    /// Schedules the release of idle memory, `RELEASE_AFTER` from now.
-    fn plan_release(&mut self, now: Instant) {
-        if self.release_at.is_none()
-            && self.tx.is_idle()
-            && (self.tx.holds_memory() || self.events.capacity() > 0)
-        {
-            self.release_at = Some(now + RELEASE_AFTER);
-        }
-    }
-
-    fn after_ack(&mut self) {
-        if self.tx.is_idle() {
-            self.busy_since = None;
-        }
         if self.tx.blocked && self.tx.has_space_after_block(&self.config) {
             self.tx.blocked = false;
             self.events.push_back(Event::Writable);
+        }
+        if self.tx.is_idle() {
+            self.busy_since = None;
+            if self.release_at.is_none() && (self.tx.holds_memory() || self.events.capacity() > 0) {
+                self.release_at = Some(now + RELEASE_AFTER);
+            }
         }
     }
 
