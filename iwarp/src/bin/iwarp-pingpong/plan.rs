@@ -310,6 +310,7 @@ fn raw_dest(args: &Args) -> Option<Dest> {
 fn qp_config(args: &Args) -> QpConfig {
     let mut c = QpConfig {
         crc: args.crc.on(),
+        crc_same_host: args.crc_same_host,
         markers: args.markers.on(),
         connect_timeout: args.timeout(),
         ..QpConfig::default()

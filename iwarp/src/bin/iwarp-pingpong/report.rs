@@ -65,7 +65,11 @@ impl Report {
              spread = (max-min)/median; crc {}, markers {}{}\n",
             args.window,
             args.runs,
-            if args.crc.on() { "on" } else { "off" },
+            match (args.crc.on(), args.crc_same_host) {
+                (false, _) => "off",
+                (true, false) => "on (RD: between hosts only)",
+                (true, true) => "on",
+            },
             if args.markers.on() { "on" } else { "off" },
             if args.verify { ", every byte verified" } else { "" },
         );

@@ -211,7 +211,8 @@ impl Link for VerbsLink {
             "datagrams sent {} received {}, retransmits {} (spurious {}, lost acks {}, timeouts {}, probes {}), \
              duplicates {}, out-of-order {}, dropped {} (crc {}), acks {}, window full {}, \
              srtt {:?}, \
-             parked {}, refused {}, datagram size {}, gso sends {}, gro runs {}, send errors {}",
+             parked {}, refused {}, datagram size {}, gso sends {}, gro runs {}, send errors {}, \
+             sessions with CRC32c {}",
             s.datagrams_sent,
             s.datagrams_received,
             s.retransmits,
@@ -232,6 +233,7 @@ impl Link for VerbsLink {
             s.gso_sends,
             s.gro_runs,
             s.send_errors,
+            s.crc_peers,
         );
         if let Some(f) = self.qp.fault_stats() {
             line += &format!(
