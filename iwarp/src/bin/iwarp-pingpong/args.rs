@@ -92,12 +92,13 @@ pub struct Args {
     /// MPA markers on RC (negotiated per RFC 5044).
     #[arg(long, value_enum, default_value = "off")]
     pub markers: OnOff,
-    /// CRC32c on UD and RC, and on RD sessions that cross a wire.
+    /// CRC32c on UD and RC, and on RD sessions that cross a wire (or run under the fault
+    /// layer, `DIWARP_FAULTS`).
     #[arg(long, value_enum, default_value = "on")]
     pub crc: OnOff,
     /// RD: with `--crc on`, carry the CRC32c between queue pairs on this host too. Off by
     /// default, as the provider has it: on loopback the kernel checksums neither UDP nor TCP,
-    /// so the floors carry none either.
+    /// so the floors carry none either. The fault layer turns it on regardless.
     #[arg(long)]
     pub crc_same_host: bool,
     /// RD: post sends with the borrowing `post_send`, which copies each message, instead of

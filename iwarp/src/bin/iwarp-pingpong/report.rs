@@ -67,7 +67,7 @@ impl Report {
             args.runs,
             match (args.crc.on(), args.crc_same_host) {
                 (false, _) => "off",
-                (true, false) => "on (RD: between hosts only)",
+                (true, false) => "on (RD: between hosts, or under the fault layer)",
                 (true, true) => "on",
             },
             if args.markers.on() { "on" } else { "off" },
