@@ -1079,3 +1079,68 @@ fn receiver_mode_lends_messages_in_order_and_takes_early_ones() {
         assert_eq!(b.rd_stats().unwrap().protocol_errors, 0);
     }
 }
+
+/// With `splice_sends`, large datagrams go by reference from the connected socket, and every
+/// message still arrives byte for byte, whatever its size and wherever its segments fall in
+/// its pages.
+#[test]
+fn spliced_sends_deliver_every_byte() {
+    let c = QpConfig {
+        splice_sends: true,
+        ..QpConfig::default()
+    };
+    let (mut a, mut b, to_b) = connected(&c);
+    let sizes = [16 << 10, 60_000, 1 << 20, (3 << 20) + 7, 100, 250_001];
+    for (i, &size) in sizes.iter().enumerate() {
+        post(&mut b, 1 + i as u64, size);
+    }
+    for (i, &size) in sizes.iter().enumerate() {
+        send(&mut a, to_b, 1 + i as u64, &pattern(size, i as u64), true);
+    }
+    let mut got = [Vec::new(), Vec::new()];
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+        g[0].len() == sizes.len() && g[1].len() == sizes.len()
+    });
+    for (i, wc) in got[1].iter().enumerate() {
+        assert_eq!((wc.wr_id, wc.status), (1 + i as u64, WcStatus::Success));
+        assert!(
+            wc.data() == &pattern(sizes[i], i as u64)[..],
+            "message {i} differs"
+        );
+    }
+    let s = a.rd_stats().unwrap();
+    // Loopback carries 64 KiB, and these queue pairs carry the CRC there (the default):
+    // 13 pages of payload.
+    assert_eq!(
+        s.max_datagram_size,
+        36 + 13 * 4096 + 4,
+        "cut to fit one splice"
+    );
+    let large: usize = sizes
+        .iter()
+        .filter(|&&n| n >= 16 << 10)
+        .map(|n| n / (13 * 4096))
+        .sum();
+    assert!(
+        s.splice_sends as usize >= large,
+        "{} spliced sends, expected at least {large}",
+        s.splice_sends
+    );
+    assert_eq!(s.send_errors, 0);
+}
+
+/// Without `splice_sends` (the default), nothing goes by reference and datagrams keep the
+/// link's size.
+#[test]
+fn sends_are_copied_by_default() {
+    let (mut a, mut b, to_b) = connected(&QpConfig::default());
+    post(&mut b, 1, 1 << 20);
+    send(&mut a, to_b, 1, &pattern(1 << 20, 7), true);
+    let mut got = [Vec::new(), Vec::new()];
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
+        g[0].len() == 1 && g[1].len() == 1
+    });
+    assert!(got[1][0].data() == &pattern(1 << 20, 7)[..]);
+    let s = a.rd_stats().unwrap();
+    assert_eq!((s.splice_sends, s.max_datagram_size), (0, 65_507));
+}
