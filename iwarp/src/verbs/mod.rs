@@ -85,14 +85,6 @@ pub struct QpConfig {
     /// kernel, which itself checksums neither UDP nor TCP on loopback; off saves a pass over
     /// every byte at each end. A queue pair with faults on always asks.
     pub crc_same_host: bool,
-    /// RD only: send datagrams with 16 KiB of payload or more by reference to peers with a
-    /// connected socket (`vmsplice` into a pipe, `splice` into the socket), so the kernel
-    /// does not copy them, and cut datagrams no larger than 57 384 bytes on links that carry
-    /// more, so that 14 pages of payload fit one such send. The payload must then stay
-    /// unchanged until the peer acknowledges it, as the engine already keeps it for
-    /// retransmission. Off by default: on this machine's loopback it streams 1 MiB messages
-    /// faster, 16 MiB ones slower (`iwarp/BENCHMARKS.md`, "Sending by reference").
-    pub splice_sends: bool,
     /// RC only: ask the peer for MPA markers toward us (and add them when the peer asks).
     pub markers: bool,
     /// RC only: MPA revision to request, 1 (RFC 5044) or 2 (RFC 6581, enhanced IRD/ORD).
@@ -137,7 +129,6 @@ impl Default for QpConfig {
         QpConfig {
             crc: true,
             crc_same_host: true,
-            splice_sends: false,
             markers: false,
             mpa_revision: 2,
             max_send_wr: 256,

@@ -101,10 +101,6 @@ pub struct Args {
     /// so the floors carry none either. The fault layer turns it on regardless.
     #[arg(long)]
     pub crc_same_host: bool,
-    /// RD: send datagrams of 16 KiB and more by reference from connected sockets
-    /// (`QpConfig::splice_sends`), so the kernel does not copy them.
-    #[arg(long, value_enum, default_value = "off")]
-    pub rd_splice: OnOff,
     /// RD: post sends with the borrowing `post_send`, which copies each message, instead of
     /// handing the buffer over with `post_send_owned`.
     #[arg(long)]

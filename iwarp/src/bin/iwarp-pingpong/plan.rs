@@ -311,7 +311,6 @@ fn qp_config(args: &Args) -> QpConfig {
     let mut c = QpConfig {
         crc: args.crc.on(),
         crc_same_host: args.crc_same_host,
-        splice_sends: args.rd_splice.on(),
         markers: args.markers.on(),
         connect_timeout: args.timeout(),
         ..QpConfig::default()

@@ -211,8 +211,8 @@ impl Link for VerbsLink {
             "datagrams sent {} received {}, retransmits {} (spurious {}, lost acks {}, timeouts {}, probes {}), \
              duplicates {}, out-of-order {}, dropped {} (crc {}), acks {}, window full {}, \
              srtt {:?}, \
-             parked {}, refused {}, datagram size {}, gso sends {}, gro runs {}, spliced sends {}, \
-             send errors {}, sessions with CRC32c {}",
+             parked {}, refused {}, datagram size {}, gso sends {}, gro runs {}, send errors {}, \
+             sessions with CRC32c {}",
             s.datagrams_sent,
             s.datagrams_received,
             s.retransmits,
@@ -232,7 +232,6 @@ impl Link for VerbsLink {
             s.max_datagram_size,
             s.gso_sends,
             s.gro_runs,
-            s.splice_sends,
             s.send_errors,
             s.crc_peers,
         );

@@ -17,7 +17,6 @@ mod peers;
 mod pool;
 mod ring;
 mod rx;
-mod splice;
 mod stats;
 mod tx;
 
@@ -141,11 +140,6 @@ impl RdPath {
         let mut rd = config.rd.clone();
         rd.checksum = config.crc;
         if config.fit_mtu {
-            if config.splice_sends {
-                // Links that carry more are this host's; they carry the CRC only if asked to.
-                let trailer = config.crc && config.crc_same_host;
-                rd.max_datagram_size = rd.max_datagram_size.min(splice::max_datagram(trailer));
-            }
             if let Some(limit) = link::udp_payload_limit(local.ip()) {
                 rd.max_datagram_size = rd.max_datagram_size.min(limit);
             }
@@ -195,7 +189,7 @@ impl RdPath {
             ring: Some(ring),
             parked: VecDeque::new(),
             stash: Stash::default(),
-            tx: TxQueue::with_splice(config.splice_sends),
+            tx: TxQueue::default(),
             pool: BufPool::default(),
             next_msn: 1,
             events_deferred: false,
@@ -829,7 +823,6 @@ impl RdPath {
         s.peers = self.peers.len();
         s.connected_peers = self.peers.values().filter(|p| p.via.is_some()).count();
         s.gso_sends = self.tx.gso_sends;
-        s.splice_sends = self.tx.splice_sends;
         s.connected_sends = self.tx.via_sends;
         s.gro_runs = self.ring.as_ref().map_or(0, |r| r.gro_runs);
         s.max_datagram_size = self.config.max_datagram_size;

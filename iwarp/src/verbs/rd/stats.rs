@@ -80,8 +80,6 @@ pub struct RdStats {
     pub gso_sends: u64,
     /// Reads that took a run of datagrams the kernel coalesced (UDP GRO).
     pub gro_runs: u64,
-    /// Datagrams sent by reference (`QpConfig::splice_sends`).
-    pub splice_sends: u64,
     /// The largest datagram this queue pair cuts (the link's MTU may have lowered it).
     pub max_datagram_size: usize,
 }

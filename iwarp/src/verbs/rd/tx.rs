@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
 use nix::errno::Errno;
@@ -19,7 +19,6 @@ use reliability::GatherTransmit;
 use super::super::dgram::DatagramSocket;
 use super::super::io;
 use super::conn::PeerSocket;
-use super::splice::Splicer;
 
 /// Datagrams per `sendmmsg`.
 const TX_BATCH: usize = 16;
@@ -48,27 +47,12 @@ pub(crate) struct TxItem {
 }
 
 impl TxItem {
-    fn trailer(&self) -> &[u8] {
-        self.t.trailer.as_ref().map_or(&[][..], |t| &t[..])
-    }
-
-    /// Whether the datagram may go by reference ([`Splicer`]): large, leaving from a connected
-    /// socket (`splice` names no address), and few enough pages.
-    fn splices(&self) -> bool {
-        self.via.is_some()
-            && Splicer::suits(
-                &self.header[..self.t.header_len],
-                [&self.t.payload, &self.t.payload_tail],
-                self.trailer(),
-            )
-    }
-
     fn iov(&self) -> [IoSlice<'_>; 4] {
         [
             IoSlice::new(&self.header[..self.t.header_len]),
             IoSlice::new(&self.t.payload),
             IoSlice::new(&self.t.payload_tail),
-            IoSlice::new(self.trailer()),
+            IoSlice::new(self.t.trailer.as_ref().map_or(&[][..], |t| &t[..])),
         ]
     }
 
@@ -105,13 +89,6 @@ pub(crate) struct TxQueue {
     pub(crate) gso_sends: u64,
     /// Datagrams that left from a peer's connected socket.
     pub(crate) via_sends: u64,
-    /// Sends large datagrams by reference; `None` until the first such datagram, and for good
-    /// once the kernel refuses (no pipe to spare, or a socket that cannot take spliced pages).
-    splice: Option<Splicer>,
-    /// Whether to try `splice` (off by configuration, or after a refusal).
-    splice_on: bool,
-    /// Datagrams sent by reference.
-    pub(crate) splice_sends: u64,
 }
 
 impl Default for TxQueue {
@@ -123,22 +100,11 @@ impl Default for TxQueue {
             gso: true,
             gso_sends: 0,
             via_sends: 0,
-            splice: None,
-            splice_on: true,
-            splice_sends: 0,
         }
     }
 }
 
 impl TxQueue {
-    /// A queue that sends large datagrams by reference when `splice` is set.
-    pub(crate) fn with_splice(splice: bool) -> TxQueue {
-        TxQueue {
-            splice_on: splice,
-            ..TxQueue::default()
-        }
-    }
-
     pub(crate) fn push(&mut self, item: TxItem) {
         self.bytes += item.t.size();
         self.items.push_back(item);
@@ -147,9 +113,6 @@ impl TxQueue {
     /// Drops the datagrams queued for `dst`, whose session closed: what they carry may be
     /// lent from buffers whose sends were just failed, and so given back to their owner.
     pub(crate) fn forget(&mut self, dst: &SockaddrStorage) {
-        if self.items.front().is_some_and(|it| it.dst == *dst) {
-            self.unload();
-        }
         let bytes = &mut self.bytes;
         self.items.retain(|it| {
             let keep = it.dst != *dst;
@@ -162,7 +125,6 @@ impl TxQueue {
 
     /// Drops every queued datagram.
     pub(crate) fn clear(&mut self) {
-        self.unload();
         self.items.clear();
         self.bytes = 0;
     }
@@ -175,17 +137,6 @@ impl TxQueue {
     pub(crate) fn wants_more(&self) -> bool {
         let n = self.items.len();
         n < TX_BATCH || (n < TX_BATCH_MAX && self.bytes < TX_BATCH_BYTES)
-    }
-
-    /// Empties the pipe of the front datagram, which is not to be sent (after a refusal, or
-    /// dropped from the queue).
-    fn unload(&mut self) {
-        if let Some(s) = self.splice.as_mut().filter(|s| s.loaded()) {
-            if s.discard().is_err() {
-                self.splice = None;
-                self.splice_on = false;
-            }
-        }
     }
 
     fn drain_front(&mut self, n: usize) {
@@ -209,8 +160,6 @@ impl TxQueue {
             let r = if sock.faulty() {
                 let it = &self.items[0];
                 sock.send(&it.iov(), &it.dst).map(|_| 1)
-            } else if let Some(r) = self.send_spliced() {
-                r
             } else if self.items.len() == 1 {
                 let it = &self.items[0];
                 // Not a retransmission: its message may have been acknowledged since it was
@@ -270,7 +219,6 @@ impl TxQueue {
                 (Err(_), run) => {
                     // Refused for its destination, or dropped on the way out (a netfilter
                     // drop is EPERM): to the engine the datagrams are lost, as on the wire.
-                    self.unload();
                     let n = run.unwrap_or(1);
                     *errors += n as u64;
                     self.drain_front(n);
@@ -278,55 +226,6 @@ impl TxQueue {
             }
         }
         true
-    }
-
-    /// Sends the front datagram by reference if it suits ([`Splicer`]); `None` to send it
-    /// some other way. A pipe the kernel will not give, or a socket that will not take its
-    /// pages, turns splicing off for good; the datagram then goes by copy.
-    fn send_spliced(&mut self) -> Option<Result<usize, Errno>> {
-        let it = &self.items[0];
-        let loaded = self.splice.as_ref().is_some_and(Splicer::loaded);
-        if !(loaded || self.splice_on && it.splices()) {
-            return None;
-        }
-        if self.splice.is_none() {
-            self.splice = Splicer::new();
-            if self.splice.is_none() {
-                self.splice_on = false;
-                return None;
-            }
-        }
-        let splicer = self.splice.as_mut().expect("made above");
-        let via = it.via.as_ref().expect("splices() checked");
-        let r = splicer.send(
-            via.as_fd(),
-            &it.header[..it.t.header_len],
-            [&it.t.payload, &it.t.payload_tail],
-            it.trailer(),
-        );
-        match r {
-            Ok(()) => {
-                self.splice_sends += 1;
-                Some(Ok(1))
-            }
-            Err(e) if Self::transient(e) || Self::icmp(e) => Some(Err(e)),
-            Err(_) => {
-                // Not a verdict on the datagram: splicing itself failed.
-                self.unload();
-                self.splice = None;
-                self.splice_on = false;
-                None
-            }
-        }
-    }
-
-    /// Errors a connected socket reports for an earlier datagram (ICMP), after which a send
-    /// is worth one more try.
-    fn icmp(e: Errno) -> bool {
-        matches!(
-            e,
-            Errno::ECONNREFUSED | Errno::EHOSTUNREACH | Errno::ENETUNREACH | Errno::EMSGSIZE
-        )
     }
 
     /// Errors that say "not now" (the socket is full, a signal came), not "never".
@@ -408,12 +307,7 @@ impl TxQueue {
         let most = self.items.len().min(TX_BATCH);
         let first = &self.items[0];
         (1..most)
-            .find(|&i| {
-                let it = &self.items[i];
-                !it.same_route(first)
-                    || self.gso_run_at(i).is_some()
-                    || (self.splice_on && it.splices())
-            })
+            .find(|&i| !self.items[i].same_route(first) || self.gso_run_at(i).is_some())
             .unwrap_or(most)
     }
 
