@@ -591,13 +591,17 @@ impl Sink for ReceiverSink<'_> {
 mod tests {
     use super::*;
 
-    struct Refuse;
+    /// Takes nothing early, records whole messages.
+    #[derive(Default)]
+    struct Record(Vec<Vec<u8>>);
 
-    impl RdReceiver for Refuse {
+    impl RdReceiver for Record {
         fn early(&mut self, _: SocketAddr, _: &[u8], _: bool) -> bool {
             false
         }
-        fn message(&mut self, _: SocketAddr, _: &[u8]) {}
+        fn message(&mut self, _: SocketAddr, payload: &[u8]) {
+            self.0.push(payload.to_vec());
+        }
     }
 
     fn sink<'a>(
@@ -618,7 +622,7 @@ mod tests {
     fn reassembly_buffers_count_in_the_memory_ledger() {
         let mut rx = PeerRx::new(MsgId(0));
         let mut stats = RdStats::default();
-        let mut recv = Refuse;
+        let mut recv = Record::default();
         let base = rx.memory_bytes();
         let mut sink = sink(&mut rx, &mut recv, &mut stats);
         // A middle segment of message 1, ahead of message 0: it waits in a reassembly buffer.
@@ -629,19 +633,6 @@ mod tests {
             bytes: &[7; 1000],
         });
         assert!(rx.memory_bytes() >= base + 60_000, "{}", rx.memory_bytes());
-    }
-
-    /// Takes nothing early, records whole messages.
-    #[derive(Default)]
-    struct Record(Vec<Vec<u8>>);
-
-    impl RdReceiver for Record {
-        fn early(&mut self, _: SocketAddr, _: &[u8], _: bool) -> bool {
-            false
-        }
-        fn message(&mut self, _: SocketAddr, payload: &[u8]) {
-            self.0.push(payload.to_vec());
-        }
     }
 
     #[test]
