@@ -63,6 +63,14 @@ pub struct Inserted {
 }
 
 impl AddressVector {
+    /// Bytes of the table (a slot per insert, the reverse map), and the names it holds.
+    pub fn memory(&self) -> (usize, usize) {
+        let t = self.table.read();
+        let bytes = t.slots.capacity() * std::mem::size_of::<Option<Slot>>()
+            + crate::hash::map_bytes(&t.by_addr);
+        (bytes, t.by_addr.len())
+    }
+
     /// `count` is a sizing hint. Named (shared) AVs, event-queue AVs and receive-context
     /// bits belong to features diwarp does not offer.
     pub fn open(

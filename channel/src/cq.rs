@@ -160,6 +160,13 @@ impl std::fmt::Debug for CompletionQueue {
 }
 
 impl CompletionQueue {
+    /// Bytes of the entries' queues.
+    pub fn memory_bytes(&self) -> usize {
+        let e = self.entries.lock();
+        e.ok.capacity() * std::mem::size_of::<Completion>()
+            + e.err.capacity() * std::mem::size_of::<(u64, CompletionError)>()
+    }
+
     /// No wait objects of the system's: MPICH and Open MPI poll, and FI_WAIT_UNSPEC makes
     /// `fi_cq_sread` poll too (progress is manual). `size` is advisory; the queue grows as
     /// needed.

@@ -21,6 +21,8 @@ use crate::domain::Domain;
 use crate::error::{Errno, Result};
 use crate::ffi::sys::*;
 use crate::info::{negotiate, Info, RX_OP_FLAGS, TX_OP_FLAGS};
+use crate::memory::report::{Counters, Heap, Report, SCHEMA};
+use crate::memory::{self, Shared, Watch};
 
 /// Until the application sets FI_OPT_MIN_MULTI_RECV, a multi-receive buffer is released once
 /// less than this much of it is left (MPICH sets the same value itself).
@@ -78,7 +80,14 @@ pub struct Endpoint {
     tick_us: AtomicU64,
     /// Times the progress thread made progress for an application that was not polling.
     wakes: AtomicU64,
+    /// The memory ledger, sampled now and then (`SAMPLE_EVERY`) and at each report.
+    memory: Mutex<Watch>,
 }
+
+/// Application progress calls between two samples of the memory ledger (the progress thread
+/// samples at each of its wakes too): peaks the layers do not track themselves are seen at
+/// this grain.
+const SAMPLE_EVERY: u64 = 1024;
 
 /// The progress thread wakes at least this often while the application does not poll, so
 /// peers are acknowledged even when no timer is due.
@@ -148,6 +157,7 @@ impl Endpoint {
             arrivals: Mutex::new(arrivals),
             tick_us: AtomicU64::new(TICK.as_micros() as u64),
             wakes: AtomicU64::new(0),
+            memory: Mutex::new(Watch::default()),
         }))
     }
 
@@ -243,6 +253,16 @@ impl Endpoint {
         self.data
             .lock()
             .enable(av, out, directed, Arc::clone(&self.domain.mrs));
+        drop(st);
+        let first = self.sample_memory();
+        let every = self.domain.fabric.config.mem_report_every;
+        let every = every.filter(|_| self.domain.fabric.config.mem_report.is_some());
+        self.memory.lock().start(
+            &first,
+            crate::ffi::heap::provider_heap(),
+            Instant::now(),
+            every,
+        );
         self.enabled.store(true, Ordering::Release);
         *self.ticker.lock() = Some(self.start_ticker());
         Ok(())
@@ -342,67 +362,103 @@ impl Endpoint {
             drop(d);
             std::thread::sleep(Duration::from_micros(50));
         }
-        self.report_memory();
+        self.report_memory("finalize");
     }
 
-    fn report_memory(&self) {
+    /// What the layers outside the data path hold: the AV, the CQs, the memory regions.
+    fn shared_memory(&self) -> Shared {
+        let st = self.state.lock();
+        let b = &st.bound;
+        let cqs = match (&b.tx_cq, &b.rx_cq) {
+            (Some(t), Some(r)) if Arc::ptr_eq(t, r) => t.memory_bytes(),
+            (t, r) => [t, r].into_iter().flatten().map(|c| c.memory_bytes()).sum(),
+        };
+        Shared {
+            av: b.av.as_ref().map_or((0, 0), |av| av.memory()),
+            cqs,
+            mrs: self.domain.mrs.memory_bytes(),
+        }
+    }
+
+    /// Every account's bytes now.
+    pub fn sample_memory(&self) -> policies::Sample {
+        let d = self.data.lock().memory();
+        memory::charge(&d, &self.shared_memory())
+    }
+
+    /// Takes a sample into the ledger.
+    pub fn record_memory(&self) {
+        let s = self.sample_memory();
+        self.memory.lock().ledger.record(&s);
+    }
+
+    /// The ledger as last sampled.
+    pub fn ledger(&self) -> policies::Ledger {
+        self.memory.lock().ledger.clone()
+    }
+
+    /// Writes a report to FI_DIWARP_MEM_REPORT, if set: `at` is `running` or `finalize`.
+    fn report_memory(&self, at: &'static str) {
         let Some(dest) = self.domain.fabric.config.mem_report.as_deref() else {
             return;
         };
-        let d = self.data.lock();
-        let m = d.memory();
-        let rd = d.rd_stats().unwrap_or_default();
-        let line = format!(
-            "diwarp-mem pid={} ep={} queue_pair={} send_buffers={} unexpected={} unexpected_peak={} pending={} sent={} received={} malformed={} stray={} push_placed={} push_parked={} push_dropped={} rma_writes_in={} rma_reads_in={} rma_refused={} datagrams_sent={} retransmits={} spurious_retransmits={} lost_acks={} timeouts={} tail_probes={} duplicates={} dropped_checksum={} acks_sent={} progress_wakes={} peers={} connected_peers={} crc_peers={} connected_sends={} datagram_size={} gso_sends={} gro_runs={}\n",
-            std::process::id(),
-            self.name,
-            m.queue_pair,
-            m.send_buffers,
-            m.unexpected,
-            m.unexpected_peak,
-            m.pending,
-            d.stats().sent,
-            d.stats().received,
-            d.stats().malformed,
-            d.stats().stray,
-            d.stats().push_placed,
-            d.stats().push_parked,
-            d.stats().push_dropped,
-            d.stats().rma_writes_in,
-            d.stats().rma_reads_in,
-            d.stats().rma_refused,
-            rd.datagrams_sent,
-            rd.retransmits,
-            rd.spurious_retransmits,
-            rd.lost_acks,
-            rd.timeouts,
-            rd.tail_probes,
-            rd.duplicates,
-            rd.dropped_checksum,
-            rd.acks_sent,
-            self.wakes.load(Ordering::Relaxed),
-            rd.peers,
-            rd.connected_peers,
-            rd.crc_peers,
-            rd.connected_sends,
-            rd.max_datagram_size,
-            rd.gso_sends,
-            rd.gro_runs,
-        );
-        let r = match dest {
-            "-" => {
-                eprint!("{line}");
-                Ok(())
-            }
-            path => std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path.replace("%p", &std::process::id().to_string()))
-                .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes())),
-        };
-        if let Err(e) = r {
+        let line = self.memory_report(at);
+        if let Err(e) = memory::report::write(dest, &line) {
             diag!(Warn, EpCtrl, "FI_DIWARP_MEM_REPORT={dest}: {e}");
         }
+    }
+
+    /// The report, as one line of JSON.
+    pub fn memory_report(&self, at: &'static str) -> String {
+        let (mem, counters, kernel) = {
+            let d = self.data.lock();
+            let counters = Counters {
+                data: d.stats(),
+                queue_pair: d.rd_stats().unwrap_or_default(),
+                faults: d.fault_stats(),
+                progress_wakes: self.wakes.load(Ordering::Relaxed),
+            };
+            (d.memory(), counters, memory::kernel::read(&d.sockets()))
+        };
+        let sample = memory::charge(&mem, &self.shared_memory());
+        let (in_use, held) = crate::ffi::heap::process_heap();
+        let heap = Heap {
+            provider: crate::ffi::heap::provider_heap() as u64,
+            process_in_use: in_use as u64,
+            process_held: held as u64,
+        };
+        let process = memory::proc::read();
+        let mut w = self.memory.lock();
+        w.ledger.record(&sample);
+        let report = Report {
+            schema: SCHEMA,
+            pid: std::process::id(),
+            endpoint: self.name.to_string(),
+            at,
+            elapsed_ms: w.enabled_at.map_or(0, |t| t.elapsed().as_millis() as u64),
+            ledger: &w.ledger,
+            baseline: w.baseline,
+            growth: Report::growth(&heap, &w.ledger, &w.baseline),
+            unexplained: heap.provider as i64 - w.ledger.total() as i64,
+            heap,
+            process,
+            kernel,
+            counters,
+        };
+        report.to_line()
+    }
+
+    /// A periodic report, if one is due at `now`; returns when the next one is.
+    fn report_if_due(&self, now: Instant) -> Option<Instant> {
+        let every = self.domain.fabric.config.mem_report_every?;
+        let due = self.memory.lock().next_report?;
+        if now < due {
+            return Some(due);
+        }
+        self.report_memory("running");
+        let next = due.max(now - every) + every;
+        self.memory.lock().next_report = Some(next);
+        Some(next)
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -460,8 +516,11 @@ impl Endpoint {
 /// Only enabled endpoints are progress sources of a CQ.
 impl Progress for Endpoint {
     fn progress(&self) {
-        self.polls.fetch_add(1, Ordering::Relaxed);
+        let polls = self.polls.fetch_add(1, Ordering::Relaxed);
         self.data.lock().progress();
+        if polls % SAMPLE_EVERY == SAMPLE_EVERY - 1 {
+            self.record_memory();
+        }
     }
 }
 
@@ -498,11 +557,15 @@ fn tick(ep: &Weak<Endpoint>, stop: &AtomicBool, arrivals: Option<&UdpSocket>) {
                     taken = now_taken;
                     let tick = Duration::from_micros(ep.tick_us.load(Ordering::Relaxed));
                     let due = d.next_deadline().unwrap_or(now + tick).min(now + tick);
+                    drop(d);
+                    ep.record_memory();
                     (due, !stuck)
                 }
                 None => (now + Duration::from_micros(200), false),
             }
         };
+        // A report waits for the lock: the application may poll all the time.
+        let wake = ep.report_if_due(now).map_or(wake, |r| wake.min(r));
         drop(ep);
         if woke_readable {
             paced_until = Some(now + ARRIVAL_PACE);

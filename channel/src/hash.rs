@@ -22,6 +22,11 @@ pub(crate) fn shrink<K: Eq + Hash, V>(map: &mut Map<K, V>) {
     }
 }
 
+/// Bytes a map's table takes from the heap, for the memory ledger.
+pub(crate) fn map_bytes<K: Eq + Hash, V>(map: &Map<K, V>) -> usize {
+    map.allocation_size()
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct KeyHasher(u64);
 

@@ -26,6 +26,7 @@ pub mod iface;
 pub mod info;
 pub mod log;
 pub mod matching;
+pub mod memory;
 pub mod mr;
 pub mod params;
 

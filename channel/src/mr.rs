@@ -55,6 +55,11 @@ impl MrTable {
         Ok(())
     }
 
+    /// Bytes of the table (the regions themselves are the application's).
+    pub fn memory_bytes(&self) -> usize {
+        crate::hash::map_bytes(&self.0.lock())
+    }
+
     pub fn remove(&self, key: u64) -> bool {
         self.0.lock().remove(&key).is_some()
     }

@@ -26,6 +26,7 @@ pub const EAGER_SIZE: &str = "eager_size";
 pub const LINGER_MS: &str = "linger_ms";
 pub const PEER_TIMEOUT_MS: &str = "peer_timeout_ms";
 pub const MEM_REPORT: &str = "mem_report";
+pub const MEM_REPORT_MS: &str = "mem_report_ms";
 pub const CRC: &str = "crc";
 pub const DATAGRAM_SIZE: &str = "datagram_size";
 pub const CONNECTED_PEERS: &str = "connected_peers";
@@ -59,8 +60,15 @@ pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: MEM_REPORT,
         kind: ParamKind::Str,
-        help: "Write this rank's memory ledger at finalize to this path ('-' for stderr, \
-               '%p' becomes the process id); unset: no report",
+        help: "Write this rank's memory report (one JSON object per line: the ledger's \
+               accounts, /proc, heap, kernel socket memory, every counter) at finalize to this \
+               path ('-' for stderr, '%p' becomes the process id); unset: no report",
+    },
+    ParamSpec {
+        name: MEM_REPORT_MS,
+        kind: ParamKind::Int,
+        help: "With FI_DIWARP_MEM_REPORT, also write a report every this many milliseconds \
+               while running (default: 0, at finalize only)",
     },
     ParamSpec {
         name: CRC,
@@ -122,6 +130,8 @@ pub struct Config {
     pub linger: Duration,
     pub peer_timeout: Duration,
     pub mem_report: Option<String>,
+    /// Also report while running, this often.
+    pub mem_report_every: Option<Duration>,
     pub crc: bool,
     /// Ask ranks on this host for the CRC too (only if `crc`).
     pub crc_same_host: bool,
@@ -139,6 +149,7 @@ impl Default for Config {
             linger: Duration::from_millis(2000),
             peer_timeout: Duration::from_millis(30_000),
             mem_report: None,
+            mem_report_every: None,
             crc: true,
             crc_same_host: false,
             datagram_size: None,
@@ -217,6 +228,17 @@ impl Config {
                 c.mem_report = Some(s);
             }
         }
+        if let Some(ParamValue::Int(ms)) = src.get(spec(MEM_REPORT_MS)) {
+            if (0..=LINGER_MAX_MS * 100).contains(&ms) {
+                c.mem_report_every = (ms > 0).then(|| Duration::from_millis(ms as u64));
+            } else {
+                diag!(
+                    Warn,
+                    Core,
+                    "FI_DIWARP_MEM_REPORT_MS={ms} is negative or too large; ignored"
+                );
+            }
+        }
         if let Some(ParamValue::Bool(on)) = src.get(spec(CRC)) {
             c.crc = on;
             c.crc_same_host = on;
@@ -270,6 +292,7 @@ mod tests {
             (LINGER_MS, ParamValue::Int(-5)),
             (PEER_TIMEOUT_MS, ParamValue::Int(5000)),
             (MEM_REPORT, ParamValue::Str(String::new())),
+            (MEM_REPORT_MS, ParamValue::Int(-1)),
             (CRC, ParamValue::Bool(false)),
             (DATAGRAM_SIZE, ParamValue::Size(9000)),
             (CONNECTED_PEERS, ParamValue::Size(0)),
@@ -280,6 +303,9 @@ mod tests {
         assert_eq!(c.linger, Config::default().linger);
         assert_eq!(c.peer_timeout, Duration::from_secs(5));
         assert_eq!(c.mem_report, None);
+        assert_eq!(c.mem_report_every, None);
+        let r = Config::from_source(&Map(HashMap::from([(MEM_REPORT_MS, ParamValue::Int(250))])));
+        assert_eq!(r.mem_report_every, Some(Duration::from_millis(250)));
         assert!(!c.crc && !c.crc_same_host);
         let d = Config::default();
         assert!(d.crc && !d.crc_same_host);

@@ -1,4 +1,9 @@
-//! Path policy for diwarp: which peers use UD and which are promoted to RC, the RC cap and
-//! eviction, and the memory ledger that accounts for every byte of transport state.
+//! Policies for diwarp, sans-IO: the memory ledger that accounts for every byte of transport
+//! state ([`ledger`]), and (with the hybrid channel) which peers use UD and which are promoted
+//! to RC.
 //!
-//! Empty until the hybrid-policy issue; it exists so the workspace has its final shape.
+//! Nothing here reads a clock, a socket or `/proc`: callers hand in what they measured.
+
+pub mod ledger;
+
+pub use ledger::{Account, Entry, Ledger, Sample, Scale, Usage};

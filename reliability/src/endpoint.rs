@@ -18,6 +18,7 @@ use crate::seq::MsgId;
 use crate::session::{
     DropReason, Event, GatherTransmit, Refused, SendError, Session, SessionIds, Transmit,
 };
+use crate::stats::{EndpointMemory, Memory};
 
 /// Session ids are chosen by this side, so they need no defence against crafted collisions; a
 /// multiplicative hash spreads them well enough and keeps iteration order deterministic.
@@ -577,15 +578,23 @@ impl Endpoint {
     }
 
     /// Bytes held by all sessions and the endpoint's own tables.
-    pub fn memory(&self) -> usize {
-        let own = self.sessions.capacity() * (core::mem::size_of::<(u32, Entry)>() + 1)
-            + (self.tx_ready.capacity() + self.ev_ready.capacity()) * 4
-            + self.timers.capacity() * core::mem::size_of::<Reverse<(Instant, u32)>>()
-            + (self.due.capacity() + self.owing.capacity()) * 4;
-        own + self
-            .sessions
-            .values()
-            .map(|e| e.session.memory().total() - core::mem::size_of::<Session>())
-            .sum::<usize>()
+    pub fn memory(&self) -> EndpointMemory {
+        let mut sessions = Memory::default();
+        for e in self.sessions.values() {
+            let m = e.session.memory();
+            sessions.send_queue += m.send_queue;
+            sessions.retransmit += m.retransmit;
+            sessions.reorder += m.reorder;
+            sessions.bookkeeping += m.bookkeeping;
+        }
+        EndpointMemory {
+            count: self.sessions.len(),
+            // A session lives inside its map slot (hashbrown: the slot and a control byte).
+            slots: self.sessions.capacity() * (core::mem::size_of::<(u32, Entry)>() + 1),
+            tables: (self.tx_ready.capacity() + self.ev_ready.capacity()) * 4
+                + self.timers.capacity() * core::mem::size_of::<Reverse<(Instant, u32)>>()
+                + (self.due.capacity() + self.owing.capacity()) * 4,
+            sessions,
+        }
     }
 }

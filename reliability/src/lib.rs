@@ -25,4 +25,4 @@ pub use seq::{MsgId, MsgRange, Seq};
 pub use session::{
     DropReason, Event, GatherTransmit, Refused, SendError, Session, SessionIds, Transmit,
 };
-pub use stats::{Memory, RttStats, Stats};
+pub use stats::{EndpointMemory, Memory, RttStats, Stats};

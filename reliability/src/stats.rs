@@ -118,3 +118,23 @@ impl Memory {
         self.fixed + self.send_queue + self.retransmit + self.reorder + self.bookkeeping
     }
 }
+
+/// Bytes an endpoint holds, for the memory ledger.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointMemory {
+    /// Sessions open.
+    pub count: usize,
+    /// The session map's slots, each holding a session whole (so `sessions.fixed` is 0).
+    pub slots: usize,
+    /// Ready lists, the timer heap and the ACK lists.
+    pub tables: usize,
+    /// What the sessions hold beyond their slot, summed.
+    pub sessions: Memory,
+}
+
+impl EndpointMemory {
+    /// Sum of all parts.
+    pub fn total(&self) -> usize {
+        self.slots + self.tables + self.sessions.total()
+    }
+}

@@ -9,8 +9,7 @@ use iwarp::verbs::{
     QpConfig, QpType, QueuePair, SendOpcode, SendWrOwned, WcOpcode, WcStatus, WorkCompletion,
 };
 
-use super::ops::{Op, Outgoing, PendingSend, RmaArgs, RndvRecv, Role};
-use super::push::PushKey;
+use super::ops::{Op, Outgoing, RmaArgs, Role};
 use super::wire::{self, DATA_HEADER};
 use super::{
     Memory, Outputs, RecvArgs, SendArgs, State, Stats, BACKLOG_MAX, CHUNK, CHUNK_WINDOW,
@@ -333,6 +332,11 @@ impl DataPath {
         self.qp.rd_stats()
     }
 
+    /// The fault layer's counters, when it is on.
+    pub fn fault_stats(&self) -> Option<iwarp::verbs::FaultStats> {
+        self.qp.fault_stats()
+    }
+
     /// Sends the ACKs owed now: the caller stops polling for a while.
     pub fn flush_acks(&mut self) {
         self.qp.flush_acks();
@@ -395,28 +399,40 @@ impl DataPath {
     }
 
     pub fn memory(&self) -> Memory {
+        use crate::hash::map_bytes;
         let st = &self.st;
+        let copies_queued: usize = st
+            .backlog
+            .iter()
+            .map(|o| match o {
+                Outgoing::Message { bytes, .. } => bytes.len(),
+                Outgoing::Chunk { .. } | Outgoing::Served { .. } => 0,
+            })
+            .sum();
         Memory {
-            queue_pair: self.qp.memory_bytes(),
-            unexpected: st.matcher.account().current() + st.parked.memory(),
-            // At most the sum: the two peaks need not have come at once.
-            unexpected_peak: st.matcher.account().peak() + st.parked.peak(),
-            pending: st.sends.len() * std::mem::size_of::<PendingSend>()
-                + st.rndv.len() * std::mem::size_of::<RndvRecv>()
+            queue_pair: self.qp.rd_memory().unwrap_or_default(),
+            unexpected: st.matcher.account().current(),
+            unexpected_peak: st.matcher.account().peak(),
+            held_pushes: st.parked.memory(),
+            held_pushes_peak: st.parked.peak(),
+            rendezvous: map_bytes(&st.sends)
+                + map_bytes(&st.rndv)
+                + map_bytes(&st.roles)
+                + map_bytes(&st.heard)
+                + map_bytes(&st.pushing_into)
+                + map_bytes(&st.stand_ins)
                 + st.multi.memory_bytes()
-                + st.pushing_into.capacity() * std::mem::size_of::<(PushKey, u64)>()
-                + st.backlog.len() * std::mem::size_of::<Outgoing>()
+                + st.backlog.capacity() * std::mem::size_of::<Outgoing>()
                 // Copies not yet posted: the queue pair does not hold them yet.
-                + st
-                    .backlog
-                    .iter()
-                    .map(|o| match o {
-                        Outgoing::Message { bytes, .. } => bytes.len(),
-                        Outgoing::Chunk { .. } | Outgoing::Served { .. } => 0,
-                    })
-                    .sum::<usize>()
-                + st.stand_ins_bytes(),
+                + copies_queued,
+            matching: st.matcher.structure_bytes(),
             send_buffers: st.bufs.spare_bytes() + st.bufs.slack_bytes(),
+            completions: self.wcs.capacity() * std::mem::size_of::<WorkCompletion>(),
         }
+    }
+
+    /// The sockets the queue pair holds, for reading back the kernel's share.
+    pub fn sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        self.qp.rd_sockets()
     }
 }

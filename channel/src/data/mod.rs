@@ -85,7 +85,7 @@ const POLL_BATCH: usize = 64;
 const STAND_IN_BASE: u32 = 0xF000_0000;
 
 /// Counters for the memory and diagnostics report.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct Stats {
     pub sent: u64,
     pub received: u64,
@@ -109,18 +109,25 @@ pub struct Stats {
     pub rma_refused: u64,
 }
 
-/// What the data path holds, for FI_DIWARP_MEM_REPORT.
+/// What the data path holds, by concern, for the memory ledger.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Memory {
-    pub queue_pair: usize,
-    /// Unexpected messages: eager copies and rendezvous requests (the matcher's account),
-    /// and pushed chunks held for them.
+    pub queue_pair: iwarp::verbs::RdMemory,
+    /// Unexpected messages: eager copies and rendezvous requests (the matcher's account).
     pub unexpected: usize,
     pub unexpected_peak: usize,
-    pub pending: usize,
+    /// Pushed chunks held for unexpected messages, with their table.
+    pub held_pushes: usize,
+    pub held_pushes_peak: usize,
+    /// Operations in progress and their tables, copies queued for the queue pair.
+    pub rendezvous: usize,
+    /// Posted receives and the matching queues' structures.
+    pub matching: usize,
     /// Buffers for copied sends: the spare ones, and the unused part of those the queue pair
     /// holds (it counts the bytes in use).
     pub send_buffers: usize,
+    /// The queue pair's completions taken per poll.
+    pub completions: usize,
 }
 
 /// Everything but the queue pair: what the arrivals, which the queue pair lends while it is
@@ -796,10 +803,6 @@ impl State {
                 s
             }
         }
-    }
-
-    fn stand_ins_bytes(&self) -> usize {
-        self.stand_ins.capacity() * std::mem::size_of::<(SocketAddr, PeerId)>()
     }
 
     /// Passes the queued messages of every stand-in the AV now holds to its handle.

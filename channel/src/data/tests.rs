@@ -682,7 +682,7 @@ fn copies_held_for_a_peer_that_does_not_answer_are_bounded_in_bytes() {
         sent * n >= COPIED_MAX / 2,
         "refused after only {sent} sends"
     );
-    let held = a.ep.with_data(|d| d.memory().queue_pair);
+    let held = a.ep.with_data(|d| d.memory().queue_pair.total());
     assert!(
         held <= COPIED_MAX + (8 << 20),
         "the queue pair holds {held} B"
@@ -887,7 +887,12 @@ fn pushed_chunks_into_a_receive_or_held((a, b): (Side, Side)) {
     wait_stats(&b, &a, "pushed chunks held", |s| {
         s.push_parked == pushed_chunks
     });
-    assert!(b.ep.with_data(|d| d.memory().unexpected) >= Config::default().push_size);
+    assert!(
+        b.ep.with_data(|d| {
+            let m = d.memory();
+            m.unexpected + m.held_pushes
+        }) >= Config::default().push_size
+    );
     let buf = recv(&b, 0, Kind::Tagged, 2, len, 20);
     let c = ok(next(&b, &a));
     assert_eq!((c.op_context, c.len), (20, len));
@@ -897,7 +902,10 @@ fn pushed_chunks_into_a_receive_or_held((a, b): (Side, Side)) {
     );
     assert_eq!(ok(next(&a, &b)).op_context, 2);
     assert!(
-        b.ep.with_data(|d| d.memory().unexpected) < CHUNK,
+        b.ep.with_data(|d| {
+            let m = d.memory();
+            m.unexpected + m.held_pushes
+        }) < CHUNK,
         "held chunks freed"
     );
     let st = b.ep.data_stats();
@@ -958,7 +966,12 @@ fn pushes_past_the_holding_budget_are_sent_again_after_the_cts() {
     });
     let st = b.ep.data_stats();
     assert!(st.push_dropped >= per, "{st:?}");
-    assert!(b.ep.with_data(|d| d.memory().unexpected) <= push::PARK_MAX + (1 << 20));
+    assert!(
+        b.ep.with_data(|d| {
+            let m = d.memory();
+            m.unexpected + m.held_pushes
+        }) <= push::PARK_MAX + (1 << 20)
+    );
     let bufs: Vec<_> = (0..n)
         .map(|i| recv(&b, 0, Kind::Tagged, 9, len, 1000 + i))
         .collect();
@@ -984,7 +997,12 @@ fn discarding_a_pushed_message_frees_its_chunks_and_completes_the_send() {
     let c = ok(next(&b, &a));
     assert_eq!((c.op_context, c.len), (5, 3 * CHUNK));
     assert_eq!(ok(next(&a, &b)).op_context, 1, "the send completes");
-    assert!(b.ep.with_data(|d| d.memory().unexpected) < CHUNK);
+    assert!(
+        b.ep.with_data(|d| {
+            let m = d.memory();
+            m.unexpected + m.held_pushes
+        }) < CHUNK
+    );
     // A zero-length receive takes none of them either.
     send(&a, 1, Kind::Tagged, 6, pattern(3 * CHUNK, 6), 2);
     wait_stats(&b, &a, "pushed chunks held", |s| s.push_parked == 6);
@@ -998,5 +1016,10 @@ fn discarding_a_pushed_message_frees_its_chunks_and_completes_the_send() {
     }
     assert_eq!(ok(next(&a, &b)).op_context, 2, "the send completes");
     assert_eq!(b.ep.with_data(|d| d.push_state()), (0, 0));
-    assert!(b.ep.with_data(|d| d.memory().unexpected) < CHUNK);
+    assert!(
+        b.ep.with_data(|d| {
+            let m = d.memory();
+            m.unexpected + m.held_pushes
+        }) < CHUNK
+    );
 }

@@ -19,6 +19,7 @@ mod cq;
 mod domain;
 mod ep;
 mod fabric;
+pub(crate) mod heap;
 mod info;
 pub(crate) mod mem;
 mod mr;

@@ -85,6 +85,11 @@ impl<T, const L: usize> Arena<T, L> {
     /// What one entry costs, for the memory account.
     pub(super) const SLOT_BYTES: usize = mem::size_of::<Slot<T, L>>();
 
+    /// Bytes of slots allocated, used or free.
+    pub(super) fn capacity_bytes(&self) -> usize {
+        self.slots.capacity() * Self::SLOT_BYTES
+    }
+
     pub(super) fn len(&self) -> usize {
         self.len
     }

@@ -61,6 +61,21 @@ impl<R, U, A: Account> Matcher<R, U, A> {
         }
     }
 
+    /// Bytes of the matching structures: posted receives with their queues, and what the
+    /// unexpected queues hold beyond the account's per-message charge.
+    pub fn structure_bytes(&self) -> usize {
+        self.posted
+            .iter()
+            .map(PostedQueue::memory_bytes)
+            .sum::<usize>()
+            + self
+                .unexpected
+                .iter()
+                .map(UnexpectedQueue::memory_bytes)
+                .sum::<usize>()
+            + self.claimed.capacity() * std::mem::size_of::<Claim>()
+    }
+
     /// The memory account.
     pub fn account(&self) -> &A {
         &self.account

@@ -46,6 +46,13 @@ impl<R> PostedQueue<R> {
         self.arena.len()
     }
 
+    /// Bytes of the queue's structures: the arena (receives live in it) and the bucket maps.
+    pub(super) fn memory_bytes(&self) -> usize {
+        self.arena.capacity_bytes()
+            + crate::hash::map_bytes(&self.exact)
+            + crate::hash::map_bytes(&self.by_peer)
+    }
+
     pub(super) fn lists(&self) -> usize {
         self.exact.len() + self.by_peer.len()
     }

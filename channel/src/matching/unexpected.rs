@@ -58,6 +58,15 @@ impl<U> Default for UnexpectedQueue<U> {
 }
 
 impl<U> UnexpectedQueue<U> {
+    /// Bytes of the queue's structures beyond what the account charges per message: the
+    /// arena's unused slots and the list maps.
+    pub(super) fn memory_bytes(&self) -> usize {
+        let used = self.arena.len() * Arena::<Record<U>, 3>::SLOT_BYTES;
+        self.arena.capacity_bytes().saturating_sub(used)
+            + crate::hash::map_bytes(&self.by_peer)
+            + crate::hash::map_bytes(&self.exact)
+    }
+
     /// Messages on the lists (claimed ones excluded).
     pub(super) fn queued(&self) -> usize {
         self.all.len()

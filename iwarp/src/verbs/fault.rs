@@ -185,7 +185,7 @@ impl FaultConfig {
 }
 
 /// What the fault layer did since the queue pair was created.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct FaultStats {
     /// Datagrams submitted to the layer.
     pub datagrams: u64,

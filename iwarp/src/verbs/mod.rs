@@ -47,7 +47,7 @@ pub use error::VerbsError;
 pub use fault::{FaultConfig, FaultStats, FAULTS_ENV};
 pub use qp::QueuePair;
 pub use rc::RcSettings;
-pub use rd::{RdReceiver, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER, SEGMENT_HEAD};
+pub use rd::{RdMemory, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER, SEGMENT_HEAD};
 pub use reliability::{Config as RdConfig, RttStats, SessionIds, Stats as RdSessionStats};
 pub use ud::{ErrorEvent, UdErrorKind, UD_MAX_PAYLOAD};
 

@@ -11,7 +11,7 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use super::cq::WorkQueues;
 use super::fault::{FaultConfig, FaultStats};
 use super::rc::{RcPath, RcSettings};
-use super::rd::{RdPath, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER};
+use super::rd::{RdMemory, RdPath, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER};
 use super::startup::{self, Established};
 use super::ud::{ErrorEvent, UdPath};
 use super::{
@@ -567,6 +567,23 @@ impl QueuePair {
         }
     }
 
+    /// RD: what the queue pair holds, by concern.
+    pub fn rd_memory(&self) -> Option<RdMemory> {
+        match &self.path {
+            Path::Rd(rd) => Some(rd.memory()),
+            _ => None,
+        }
+    }
+
+    /// RD: the sockets the queue pair holds (the shared one first), for reading back what
+    /// the kernel holds for them.
+    pub fn rd_sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        match &self.path {
+            Path::Rd(rd) => rd.sockets(),
+            _ => Vec::new(),
+        }
+    }
+
     /// RD: the engine's counters and RTT estimate for the session with the peer at `addr`.
     pub fn rd_peer_stats(&self, addr: SocketAddr) -> Option<(RdSessionStats, RttStats)> {
         match &self.path {
@@ -636,7 +653,7 @@ impl QueuePair {
         match &self.path {
             Path::Unbound => 0,
             Path::Ud(ud) => ud.memory_bytes(),
-            Path::Rd(rd) => rd.memory_bytes(),
+            Path::Rd(rd) => rd.memory().total(),
             Path::Rc(rc) => rc.memory_bytes(),
         }
     }

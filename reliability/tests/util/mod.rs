@@ -576,7 +576,7 @@ impl Sim {
                     Event::Writable => {}
                 }
             }
-            node.max_memory = node.max_memory.max(node.ep.memory());
+            node.max_memory = node.max_memory.max(node.ep.memory().total());
         }
     }
 

@@ -586,7 +586,7 @@ fn lists_are_removed_as_they_empty() {
                 Kind::Tagged,
                 spec(Some(100), t.into(), 0, 8, 2)
             )),
-            t.into()
+            u64::from(t)
         );
     }
     while m.cancel(Context(1)).is_some() {}

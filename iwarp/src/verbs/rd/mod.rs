@@ -13,6 +13,7 @@
 
 mod conn;
 mod hello;
+mod memory;
 mod peers;
 mod pool;
 mod ring;
@@ -39,6 +40,7 @@ use super::rng::SplitMix64;
 use super::{AddressHandle, QpConfig, SendOpcode, SendWr, SendWrOwned, VerbsError, WcStatus};
 use crate::wire::datagram::{self, MAX_QPN};
 use crate::wire::rdmap::{Opcode, SegmentRepr};
+pub use memory::RdMemory;
 use peers::{OutMsg, Peer};
 use pool::BufPool;
 use ring::RecvRing;
@@ -853,27 +855,6 @@ impl RdPath {
 
     pub(crate) fn fault_stats(&self) -> Option<FaultStats> {
         self.sock.fault_stats()
-    }
-
-    /// Buffers the queue pair holds: the receive ring and spares, datagrams set aside, the
-    /// stash, sends waiting for the engine, the engine's sessions, and held fault datagrams.
-    pub(crate) fn memory_bytes(&self) -> usize {
-        let waiting: usize = self
-            .peers
-            .values()
-            .flat_map(|p| &p.waiting)
-            .map(|m| m.head.len() + m.data.len())
-            .sum();
-        let receiving: usize = self.peers.values().map(|p| p.rx.memory_bytes()).sum();
-        self.ring.as_ref().map_or(0, |r| r.memory_bytes())
-            + self.parked.iter().map(|p| p.buf.capacity()).sum::<usize>()
-            + self.stash.bytes()
-            + self.tx.memory_bytes()
-            + self.pool.memory_bytes()
-            + waiting
-            + receiving
-            + self.endpoint.memory()
-            + self.sock.held_bytes()
     }
 
     fn send_control(&mut self, dst: &nix::sys::socket::SockaddrStorage, bytes: &[u8]) {

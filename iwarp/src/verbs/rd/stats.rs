@@ -6,7 +6,7 @@ use reliability::Stats;
 
 /// What an RD queue pair did since its creation: the reliability engine's counters summed over
 /// all its sessions (closed ones included), and the queue pair's own.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RdStats {
     /// Datagrams emitted by the engine, of every kind.
     pub datagrams_sent: u64,
@@ -44,7 +44,8 @@ pub struct RdStats {
     pub messages_acked: u64,
     /// Messages delivered.
     pub messages_delivered: u64,
-    /// The largest smoothed RTT among the live sessions.
+    /// The largest smoothed RTT among the live sessions (in reports, `srtt_us`).
+    #[serde(rename = "srtt_us", serialize_with = "micros")]
     pub srtt: Option<Duration>,
     /// Peers known (handshaking or established).
     pub peers: usize,
@@ -104,4 +105,8 @@ impl RdStats {
         self.messages_acked += s.messages_acked;
         self.messages_delivered += s.messages_delivered;
     }
+}
+
+fn micros<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&d.map(|d| d.as_micros() as u64), s)
 }

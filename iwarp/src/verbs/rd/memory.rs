@@ -1,0 +1,101 @@
+//! What an RD queue pair holds, by concern, for the memory ledger.
+
+use std::mem::size_of;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use super::conn::PeerSocket;
+use super::peers::{Inflight, OutMsg, Peer};
+use super::RdPath;
+
+/// Bytes an RD queue pair holds in user space, by concern. Posted receive buffers (the
+/// caller's) and kernel socket buffers are not included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RdMemory {
+    /// Peers known (handshaking or established).
+    pub peers: usize,
+    /// Per-peer state: peer entries and address maps, the engine's session slots and their
+    /// bookkeeping queues, connected send sockets' structures.
+    pub peer_state: usize,
+    /// Sends not yet taken by the engine, the engine's queued bytes, the socket's batch.
+    pub send_queue: usize,
+    /// Sent, unacknowledged datagrams.
+    pub retransmit: usize,
+    /// The receive ring and datagrams set aside.
+    pub receive_ring: usize,
+    /// Staged segmented messages, the engine's out-of-order messages, the stash.
+    pub staged: usize,
+    /// Large message buffers kept for reuse.
+    pub pool: usize,
+    /// The engine's ready lists and timers.
+    pub engine: usize,
+    /// Datagrams the fault layer holds.
+    pub faults: usize,
+}
+
+impl RdMemory {
+    pub fn total(&self) -> usize {
+        self.peer_state
+            + self.send_queue
+            + self.retransmit
+            + self.receive_ring
+            + self.staged
+            + self.pool
+            + self.engine
+            + self.faults
+    }
+}
+
+/// A hash map's slots: the entry and a control byte each (hashbrown's layout, std's too).
+fn map_bytes<K, V>(capacity: usize) -> usize {
+    capacity * (size_of::<(K, V)>() + 1)
+}
+
+impl RdPath {
+    pub(crate) fn memory(&self) -> RdMemory {
+        let engine = self.endpoint.memory();
+        let mut peer_state = map_bytes::<SocketAddr, Peer>(self.peers.capacity())
+            + map_bytes::<u32, SocketAddr>(self.by_id.capacity())
+            + (self.handshaking.capacity() + self.retry.capacity()) * size_of::<SocketAddr>()
+            + engine.slots
+            + engine.sessions.bookkeeping;
+        let mut waiting = 0;
+        let mut staged = 0;
+        for p in self.peers.values() {
+            peer_state += p.waiting.capacity() * size_of::<OutMsg>()
+                + p.inflight.capacity() * size_of::<Inflight>()
+                + p.rx.bookkeeping_bytes()
+                + p.via.as_ref().map_or(0, |_| size_of::<PeerSocket>() + 16);
+            waiting += p
+                .waiting
+                .iter()
+                .map(|m| m.head.len() + m.data.len())
+                .sum::<usize>();
+            staged += p.rx.staged_bytes();
+        }
+        RdMemory {
+            peers: self.peers.len(),
+            peer_state,
+            send_queue: waiting + engine.sessions.send_queue + self.tx.memory_bytes(),
+            retransmit: engine.sessions.retransmit,
+            receive_ring: self.ring.as_ref().map_or(0, |r| r.memory_bytes())
+                + self.parked.iter().map(|p| p.buf.capacity()).sum::<usize>()
+                + self.parked.capacity() * size_of::<super::Parked>(),
+            staged: staged + engine.sessions.reorder + self.stash.bytes(),
+            pool: self.pool.memory_bytes(),
+            engine: engine.tables,
+            faults: self.sock.held_bytes(),
+        }
+    }
+
+    /// Every socket the queue pair holds: the shared one, then each connected send socket.
+    pub(crate) fn sockets(&self) -> Vec<BorrowedFd<'_>> {
+        std::iter::once(self.sock.socket().as_fd())
+            .chain(
+                self.peers
+                    .values()
+                    .filter_map(|p| p.via.as_ref().map(|s| s.as_fd())),
+            )
+            .collect()
+    }
+}
