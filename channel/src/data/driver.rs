@@ -427,7 +427,8 @@ impl DataPath {
                 + copies_queued,
             matching: st.matcher.structure_bytes(),
             send_buffers: st.bufs.spare_bytes() + st.bufs.slack_bytes(),
-            completions: self.wcs.capacity() * std::mem::size_of::<WorkCompletion>(),
+            completions: self.wcs.capacity() * std::mem::size_of::<WorkCompletion>()
+                + self.qp.work_queue_bytes(),
         }
     }
 

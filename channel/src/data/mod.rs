@@ -126,7 +126,7 @@ pub struct Memory {
     /// Buffers for copied sends: the spare ones, and the unused part of those the queue pair
     /// holds (it counts the bytes in use).
     pub send_buffers: usize,
-    /// The queue pair's completions taken per poll.
+    /// The queue pair's completion and receive queues, and its completions taken per poll.
     pub completions: usize,
 }
 

@@ -24,14 +24,22 @@ pub(crate) struct WorkQueues {
 impl WorkQueues {
     pub(crate) fn new(max_send: usize, max_recv: usize) -> Self {
         WorkQueues {
-            rq: VecDeque::with_capacity(max_recv),
-            cq: VecDeque::with_capacity(max_send + max_recv),
+            // Grown as used: queues sized for the worst case (an MPI endpoint allows 16 384
+            // sends) would hold over a megabyte that stays empty.
+            rq: VecDeque::new(),
+            cq: VecDeque::new(),
             max_send,
             max_recv,
             send_slots: 0,
             recv_cqes: 0,
             recv_held: 0,
         }
+    }
+
+    /// Bytes of the receive and completion queues.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.rq.capacity() * std::mem::size_of::<RecvWr>()
+            + self.cq.capacity() * std::mem::size_of::<WorkCompletion>()
     }
 
     /// Takes a send slot for a new WR.

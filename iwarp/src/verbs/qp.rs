@@ -575,6 +575,11 @@ impl QueuePair {
         }
     }
 
+    /// Bytes of the queue pair's own receive and completion queues.
+    pub fn work_queue_bytes(&self) -> usize {
+        self.queues.memory_bytes()
+    }
+
     /// RD: the sockets the queue pair holds (the shared one first), for reading back what
     /// the kernel holds for them.
     pub fn rd_sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
