@@ -14,25 +14,41 @@
  *
  * Samples: VmRSS and VmHWM (/proc/self/status), Anonymous and Pss (/proc/self/smaps_rollup).
  * "Anonymous" is private heap and mappings, where a transport keeps its state; RSS also counts
- * the shared libraries each MPI and provider maps.
+ * the shared libraries each MPI and provider maps. Kernel socket buffers are in no RSS, so each
+ * sample also sums the kernel's memory of the rank's own sockets (every fd of /proc/self/fd that
+ * is a socket, the MPI's and launcher's included): SO_MEMINFO's rmem_alloc + max(wmem_alloc,
+ * wmem_queued) + fwd_alloc + optmem, what the sockets hold at that moment (Linux 4.6+).
  *
  * Output on stdout from rank 0, one line per rank:
- *   mem,RANK,RSS0,RSS1,HWM,ANON0,ANON1,PSS1     (KiB; 0 = after MPI_Init, 1 = after the traffic)
- * then "# footprint: done". Exit status 0, 1 on a check failure (through MPI_Abort), 2 on usage.
+ *   mem,RANK,RSS0,RSS1,HWM,ANON0,ANON1,PSS1,SOCK1,KHELD0,KHELD1,APP
+ * (KiB, except SOCK1 = number of sockets; 0 = after MPI_Init, 1 = after the traffic; KHELD =
+ * kernel memory held by the sockets, rounded up to whole KiB; APP = this program's own buffers,
+ * all touched, so in ANON0 and ANON1: 2 MiB + max(n-1, 1) x 1 MiB of window + n x 128 KiB of
+ * alltoall), then "# footprint: done".
+ * Exit status 0, 1 on a check failure (through MPI_Abort), 2 on usage.
  *
  * Options: --rounds N (default 5)
  */
+#define _DEFAULT_SOURCE
 #include <mpi.h>
+#include <dirent.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#ifndef SO_MEMINFO
+#define SO_MEMINFO 55
+#endif
 
 #define WINDOW 16
 #define WIN_SIZE (32 * 1024)
 #define A2A_SIZE (64 * 1024)
 #define MAX_SIZE (1024 * 1024)
-#define NFIELDS 6
+#define NFIELDS 10
 
 static const int sizes[] = {8, 4096, 64 * 1024, MAX_SIZE};
 static int rank, nranks;
@@ -56,6 +72,42 @@ static long proc_kb(const char *path, const char *key) {
         }
     fclose(f);
     return v;
+}
+
+/* The kernel's memory held by every socket of this process, in bytes; their number in *count.
+ * SO_MEMINFO's u32s: 0 rmem_alloc, 1 rcvbuf, 2 wmem_alloc, 3 sndbuf, 4 fwd_alloc, 5 wmem_queued,
+ * 6 optmem, 7 backlog, 8 drops. An fd closed (or reused) by another thread meanwhile is skipped. */
+static long kernel_held(long *count) {
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    long held = 0;
+    *count = 0;
+    if (!d) {
+        fail("cannot open /proc/self/fd", errno, 0, 0);
+        return -1;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char link[64];
+        uint32_t v[9];
+        socklen_t len = sizeof v;
+        ssize_t n;
+        int fd;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        fd = atoi(e->d_name);
+        n = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
+        if (n < 0) continue;
+        link[n] = 0;
+        if (strncmp(link, "socket:", 7) != 0) continue;
+        memset(v, 0, sizeof v);
+        if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, v, &len) != 0) {
+            if (errno == EBADF || errno == ENOTSOCK) continue;
+            fail("getsockopt(SO_MEMINFO) failed (Linux 4.6+): errno, fd", errno, fd, 0);
+        }
+        held += (long)v[0] + (long)(v[2] > v[5] ? v[2] : v[5]) + (long)v[4] + (long)v[6];
+        (*count)++;
+    }
+    closedir(d);
+    return held;
 }
 
 static uint8_t pattern(int from, int round, int size, int slot, size_t i) {
@@ -103,6 +155,8 @@ int main(int argc, char **argv) {
     long s[NFIELDS];
     s[0] = proc_kb("/proc/self/status", "VmRSS");
     s[3] = proc_kb("/proc/self/smaps_rollup", "Anonymous");
+    long sockets0;
+    s[7] = (kernel_held(&sockets0) + 1023) / 1024;
 
     for (int r = 0; r < rounds; r++) {
         for (int d = 1; d < nranks; d++) {
@@ -157,6 +211,8 @@ int main(int argc, char **argv) {
     s[2] = proc_kb("/proc/self/status", "VmHWM");
     s[4] = proc_kb("/proc/self/smaps_rollup", "Anonymous");
     s[5] = proc_kb("/proc/self/smaps_rollup", "Pss");
+    s[8] = (kernel_held(&s[6]) + 1023) / 1024;
+    s[9] = (long)((2 * (size_t)MAX_SIZE + 2 * win_bytes + 2 * (size_t)nranks * A2A_SIZE) / 1024);
     for (int i = 0; i < NFIELDS; i++)
         if (s[i] < 0) fail("cannot read /proc/self/status or /proc/self/smaps_rollup (Linux 4.14+)", i, 0, 0);
 
@@ -165,7 +221,8 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         for (int p = 0; p < nranks; p++) {
             long *v = all + (size_t)p * NFIELDS;
-            printf("mem,%d,%ld,%ld,%ld,%ld,%ld,%ld\n", p, v[0], v[1], v[2], v[3], v[4], v[5]);
+            printf("mem,%d,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld\n", p, v[0], v[1], v[2], v[3], v[4], v[5],
+                   v[6], v[7], v[8], v[9]);
         }
         printf("# footprint: done (%d ranks, %d rounds)\n", nranks, rounds);
         fflush(stdout);

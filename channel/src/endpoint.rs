@@ -287,6 +287,12 @@ impl Endpoint {
             .store(tick.as_micros() as u64, Ordering::Relaxed);
     }
 
+    /// The address vector bound, for tests.
+    #[cfg(test)]
+    pub(crate) fn bound_av(&self) -> Option<Arc<AddressVector>> {
+        self.state.lock().bound.av.clone()
+    }
+
     /// The data path, for tests that steer it by hand.
     #[cfg(test)]
     pub(crate) fn with_data<R>(&self, f: impl FnOnce(&mut DataPath) -> R) -> R {

@@ -577,6 +577,9 @@ impl Endpoint {
         self.sessions.iter().map(|(&id, e)| (id, &e.session))
     }
 
+    /// Bytes a session's slot in the session map takes (the session is stored in it).
+    pub const SESSION_SLOT: usize = core::mem::size_of::<(u32, Entry)>() + 1;
+
     /// Bytes held by all sessions and the endpoint's own tables.
     pub fn memory(&self) -> EndpointMemory {
         let mut sessions = Memory::default();
@@ -590,7 +593,7 @@ impl Endpoint {
         EndpointMemory {
             count: self.sessions.len(),
             // A session lives inside its map slot (hashbrown: the slot and a control byte).
-            slots: self.sessions.capacity() * (core::mem::size_of::<(u32, Entry)>() + 1),
+            slots: self.sessions.capacity() * Self::SESSION_SLOT,
             tables: (self.tx_ready.capacity() + self.ev_ready.capacity()) * 4
                 + self.timers.capacity() * core::mem::size_of::<Reverse<(Instant, u32)>>()
                 + (self.due.capacity() + self.owing.capacity()) * 4,

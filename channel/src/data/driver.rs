@@ -187,10 +187,17 @@ impl DataPath {
                 // The chunk goes from the application's buffer itself when it is contiguous
                 // (a NIC reading registered memory); the send completes only after the peer
                 // acknowledged every chunk, so the buffer outlives the queue pair's use of it.
-                let role = Role::Chunk { send };
                 match mem.lend(offset, len) {
-                    Some(lent) => (s.to, lent, header, role),
+                    Some(lent) => {
+                        self.st.lent += len;
+                        let role = Role::Chunk {
+                            send,
+                            lent: len as u32,
+                        };
+                        (s.to, lent, header, role)
+                    }
                     None => {
+                        let role = Role::Chunk { send, lent: 0 };
                         let mut bytes = self.st.bufs.take(header.len() + len);
                         bytes.extend_from_slice(&header);
                         mem.read_into(offset, len, &mut bytes);
@@ -429,6 +436,7 @@ impl DataPath {
             send_buffers: st.bufs.spare_bytes() + st.bufs.slack_bytes(),
             completions: self.wcs.capacity() * std::mem::size_of::<WorkCompletion>()
                 + self.qp.work_queue_bytes(),
+            lent: st.lent,
         }
     }
 

@@ -128,6 +128,9 @@ pub struct Memory {
     pub send_buffers: usize,
     /// The queue pair's completion and receive queues, and its completions taken per poll.
     pub completions: usize,
+    /// Of the queue pair's send and retransmission bytes, those that are the application's
+    /// buffers (rendezvous chunks sent from them): not transport memory.
+    pub lent: usize,
 }
 
 /// Everything but the queue pair: what the arrivals, which the queue pair lends while it is
@@ -161,6 +164,8 @@ struct State {
     next_check: Instant,
     backlog: VecDeque<Outgoing>,
     chunks_inflight: usize,
+    /// Bytes of the application's buffers the queue pair holds (chunks sent from them).
+    lent: usize,
     /// The matcher's ids for senders the AV does not hold. A peer can send as soon as it has
     /// inserted our address: before we insert its (MPICH's init), or without our ever
     /// inserting it (Open MPI inserts a peer only to send to it or receive from it by name).
@@ -210,6 +215,7 @@ impl State {
             next_check: Instant::now(),
             backlog: VecDeque::new(),
             chunks_inflight: 0,
+            lent: 0,
             stand_ins: Map::default(),
             next_stand_in: STAND_IN_BASE,
             av_seen: 0,
@@ -363,8 +369,9 @@ impl State {
                 }
                 return;
             }
-            Role::Chunk { send } => {
+            Role::Chunk { send, lent } => {
                 self.chunks_inflight -= 1;
+                self.lent -= lent as usize;
                 send
             }
             Role::Served { id, peer } => {
@@ -1211,6 +1218,8 @@ fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
 
 #[cfg(test)]
 mod forged_tests;
+#[cfg(test)]
+mod ledger_tests;
 #[cfg(test)]
 mod multi_tests;
 #[cfg(test)]

@@ -169,8 +169,9 @@ pub struct RndvRecv {
 pub enum Role {
     /// An eager message whose acknowledgement completes send `send`.
     Part { send: u64 },
-    /// A rendezvous chunk of send `send`.
-    Chunk { send: u64 },
+    /// A rendezvous chunk of send `send`; `lent` bytes of it are the application's buffer
+    /// itself (0 when copied), charged to nobody's account while the queue pair holds them.
+    Chunk { send: u64, lent: u32 },
     /// A rendezvous request: an error fails send `send`, success means nothing yet.
     Rts { send: u64 },
     /// A clear-to-send: an error (the sender is gone) fails rendezvous receive `recv`.
@@ -267,7 +268,7 @@ mod tests {
         let peer = "127.0.0.1:1".parse().unwrap();
         for role in [
             Role::Part { send: 7 },
-            Role::Chunk { send: 7 },
+            Role::Chunk { send: 7, lent: 0 },
             Role::Free,
             Role::Ping { peer },
         ] {

@@ -55,7 +55,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
-/// Heap bytes the provider's code holds now.
+/// Heap bytes the provider's code holds now (in tests, the whole test program's).
 pub(crate) fn provider_heap() -> usize {
     LIVE.load(Ordering::Relaxed).max(0) as usize
 }

@@ -54,10 +54,19 @@ pub struct Shared {
 /// Charges every layer's memory to its account.
 pub fn charge(d: &Memory, shared: &Shared) -> Sample {
     let qp = &d.queue_pair;
+    // Lent chunks sit in the engine's flight once sent, in the send queue before.
+    let lent_in_flight = d.lent.min(qp.retransmit);
+    let lent_queued = (d.lent - lent_in_flight).min(qp.send_queue);
     let mut s = Sample::default();
     s.charge(Account::PeerState, Usage::per_peer(qp.peer_state, qp.peers))
-        .charge(Account::SendQueue, Usage::bytes(qp.send_queue))
-        .charge(Account::Retransmit, Usage::bytes(qp.retransmit))
+        .charge(
+            Account::SendQueue,
+            Usage::bytes(qp.send_queue - lent_queued),
+        )
+        .charge(
+            Account::Retransmit,
+            Usage::bytes(qp.retransmit - lent_in_flight),
+        )
         .charge(Account::ReceiveRing, Usage::bytes(qp.receive_ring))
         .charge(Account::Staged, Usage::bytes(qp.staged))
         .charge(

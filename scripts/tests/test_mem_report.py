@@ -1,0 +1,194 @@
+"""Tests of scripts/mem-report: synthetic reports with known costs, the projection checked exactly.
+
+Run with the venv's python:  .venv/bin/python -m unittest discover -s scripts/tests -v
+(or scripts/tests/run, which scripts/test calls).
+"""
+import csv
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MEM_REPORT = os.path.join(HERE, "..", "mem-report")
+POWERS = [2 ** k for k in range(1, 21)]
+
+
+def report(pid, peer_state, engine, av_entry, fixed_ring, traffic, held, peers, at="finalize"):
+    """One report line: peer_state and engine scale with `peers`, address_vector with `peers` + 1
+    (it also holds the rank itself), receive_ring is fixed, send_pool scales with traffic."""
+    accounts = {
+        "peer_state": {"current": peer_state * peers, "peak": peer_state * peers + 7, "peers": peers, "scale": "peers"},
+        "engine": {"current": engine * peers, "peak": engine * peers, "peers": peers, "scale": "peers"},
+        "address_vector": {"current": av_entry * (peers + 1), "peak": av_entry * (peers + 1), "peers": peers + 1,
+                           "scale": "peers"},
+        "receive_ring": {"current": fixed_ring, "peak": fixed_ring, "peers": None, "scale": "fixed"},
+        "send_pool": {"current": traffic, "peak": 2 * traffic, "peers": None, "scale": "traffic"},
+        # A peer-scaled account covering no peer counts as fixed.
+        "rma": {"current": 100, "peak": 100, "peers": 0, "scale": "peers"},
+    }
+    total = sum(a["current"] for a in accounts.values())
+    return {
+        "schema": "diwarp-mem-report/1", "pid": pid, "endpoint": f"diwarp://127.0.0.1:{pid}/1/0#00", "at": at,
+        "elapsed_ms": 10,
+        "ledger": {"total": total, "total_peak": total + 1000, "samples": 3, "accounts": accounts},
+        "baseline": {"provider_heap": 1000, "ledger": 900},
+        "growth": {"provider_heap": 2000, "ledger": 1900, "explained": 0.95},
+        "unexplained": 100,
+        "heap": {"provider": total + 100, "process_in_use": 10 ** 7, "process_held": 2 * 10 ** 7},
+        "process": {"vm_rss": 3 * 10 ** 7, "vm_hwm": 4 * 10 ** 7, "rss_anon": 10 ** 7, "rss_file": 2 * 10 ** 7,
+                    "pss": 2 * 10 ** 7, "pss_anon": 10 ** 7, "fds": 20, "sockets": 6},
+        "kernel": {"sockets": 3, "rmem_alloc": 0, "wmem_alloc": 0, "wmem_queued": 0, "fwd_alloc": held,
+                   "optmem": 0, "rcvbuf": 1, "sndbuf": 1, "drops": 0, "held": held},
+        "counters": {"data": {}, "queue_pair": {"peers": peers}, "faults": None, "progress_wakes": 0},
+    }
+
+
+class MemReport(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, objs):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            for o in objs:
+                f.write((o if isinstance(o, str) else json.dumps(o)) + "\n")
+        return path
+
+    def run_tool(self, *args, ok=True):
+        p = subprocess.run([MEM_REPORT, *args], capture_output=True, text=True, timeout=120)
+        if ok:
+            self.assertEqual(p.returncode, 0, p.stderr)
+        return p
+
+    def projection(self, *args):
+        out = os.path.join(self.dir, "proj.csv")
+        p = self.run_tool(*args, "--csv", out)
+        table = {}
+        with open(out) as f:
+            for row in csv.DictReader(f):
+                table[(row["model"], int(row["ranks"]))] = (row["kind"], int(row["bytes"]))
+        return table, p.stdout
+
+    def three_ranks(self):
+        # 3 peers each. Per peer: peer_state + engine + av_entry; the median rank is pid 11
+        # (per peer 1000 + 150 + 50 = 1200), the fixed part's median is pid 12's.
+        #   pid 10: per peer 1100, fixed = 100000 + 40000 + 100 + 4096
+        #   pid 11: per peer 1200, fixed = 100000 + 50000 + 100 + 4096 = 154196
+        #   pid 12: per peer 1500, fixed = 100000 + 45000 + 100 + 4096
+        # fixed median = 100000 + 45000 + 100 + 4096 = 149196
+        return [report(10, 900, 150, 50, 100000, 40000, 4096, 3),
+                report(11, 1000, 150, 50, 100000, 50000, 4096, 3),
+                report(12, 1300, 150, 50, 100000, 45000, 4096, 3)]
+
+    def test_projection_ud_rc_hybrid(self):
+        a = self.write("a.jsonl", self.three_ranks()[:2])
+        b = self.write("b.jsonl", self.three_ranks()[2:] + [report(12, 1, 1, 1, 1, 1, 1, 3, at="running")])
+        table, out = self.projection(a, b, "--rc-cost", "64K", "--caps", "4,16", "--ranks", "3,1000")
+        fixed, per_peer, rc = 149196, 1200, 65536
+        ranks = sorted(set(POWERS + [3, 1000]))
+        for n in ranks:
+            self.assertEqual(table[("ud", n)], ("ledger", fixed + per_peer * (n - 1)), n)
+            self.assertEqual(table[("rc", n)], ("ledger", fixed + (per_peer + rc) * (n - 1)), n)
+            for cap in (4, 16):
+                self.assertEqual(table[(f"hybrid-cap{cap}", n)],
+                                 ("ledger", fixed + per_peer * (n - 1) + rc * min(cap, n - 1)), n)
+        self.assertEqual(len(table), 4 * len(ranks))
+        self.assertIn("3 endpoint(s) at finalize from 2 file(s); 1 running line(s) not used", out)
+        self.assertIn("median 95.0%, min 95.0% over 3 rank(s)", out)
+
+    def test_without_rc_cost_only_ud(self):
+        path = self.write("r.json", self.three_ranks())
+        table, out = self.projection(path)
+        self.assertEqual({m for m, _ in table}, {"ud"})
+        self.assertEqual(table[("ud", 1048576)], ("ledger", 149196 + 1200 * 1048575))
+        self.assertIn("rc and hybrid are not projected: give --rc-cost", out)
+
+    def test_directory_and_glob(self):
+        for i, o in enumerate(self.three_ranks()):
+            self.write(f"rank{i}.json", [o])
+        self.write("notes.txt", ["not a report"])
+        t1, _ = self.projection(self.dir)
+        t2, _ = self.projection(os.path.join(self.dir, "rank*.json"))
+        self.assertEqual(t1[("ud", 64)], ("ledger", 149196 + 1200 * 63))
+        self.assertEqual(t1, t2)
+
+    def test_peer_fit(self):
+        rep = self.write("r.json", self.three_ranks())
+        res = os.path.join(self.dir, "bench")
+        os.mkdir(res)
+        cols = ["transport", "ranks", "run", "rank", "rss0_kb", "rss1_kb", "hwm_kb", "anon0_kb", "anon1_kb",
+                "pss1_kb", "sock1", "kheld0_kb", "kheld1_kb"]
+        with open(os.path.join(res, "raw.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            for t, fixed_kb, per_kb, kernel_kb in (("mpich-tcp", 5000, 30, 2), ("ompi-btl-tcp", 8000, 100, 16)):
+                for n in (2, 4, 8):
+                    for rank in range(n):
+                        # Exactly linear in the mean; +-1 KiB on alternate ranks cancels out.
+                        wobble = (1 if rank % 2 else -1)
+                        anon = fixed_kb + per_kb * (n - 1) + wobble
+                        w.writerow([t, n, 1, rank, 0, 0, 0, 0, anon, 0, 3, 0, kernel_kb * (n - 1)])
+            w.writerow(["mpich-udp-rxd", 2, 1, 0, 0, 0, 0, 0, 9000, 0, 2, 0, 4])
+        table, out = self.projection(rep, "--peers", res)
+        for n in POWERS:
+            self.assertEqual(table[("mpich-tcp", n)], ("fit", 1024 * (5000 + 32 * (n - 1))), n)
+            self.assertEqual(table[("ompi-btl-tcp", n)], ("fit", 1024 * (8000 + 116 * (n - 1))), n)
+        self.assertNotIn(("mpich-udp-rxd", 2), table)
+        self.assertIn("mpich-udp-rxd: not fitted, one rank count only (2)", out)
+        self.assertIn("footprint's own buffers included: no app_kb column", out)
+        # The raw.csv itself works too.
+        t2, _ = self.projection(rep, "--peers", os.path.join(res, "raw.csv"))
+        self.assertEqual(table, t2)
+
+    def test_peer_fit_without_application_buffers(self):
+        # footprint's own buffers (app_kb: 2048 + 1024 per peer + 128 per rank KiB) are taken out.
+        rep = self.write("r.json", self.three_ranks())
+        raw = os.path.join(self.dir, "raw.csv")
+        with open(raw, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["transport", "ranks", "run", "rank", "anon1_kb", "kheld1_kb", "app_kb"])
+            for n in (2, 3, 16):
+                for rank in range(n):
+                    app = 2048 + 1024 * (n - 1) + 128 * n
+                    w.writerow(["mpich-tcp", n, 1, rank, app + 6000 + 40 * (n - 1), 8 * (n - 1), app])
+        table, out = self.projection(rep, "--peers", raw)
+        for n in POWERS:
+            self.assertEqual(table[("mpich-tcp", n)], ("fit", 1024 * (6000 + 48 * (n - 1))), n)
+        self.assertIn("- footprint's own buffers:", out)
+
+    def test_wrong_schema(self):
+        bad = report(10, 1, 1, 1, 1, 1, 1, 1)
+        bad["schema"] = "diwarp-mem-report/0"
+        path = self.write("bad.jsonl", [self.three_ranks()[0], bad])
+        p = self.run_tool(path, ok=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("bad.jsonl:2: schema 'diwarp-mem-report/0', want 'diwarp-mem-report/1'", p.stderr)
+        self.assertEqual(p.stdout, "")
+
+    def test_other_errors(self):
+        cases = [
+            ([os.path.join(self.dir, "missing.json")], "missing.json: no such file"),
+            ([self.write("running.json", [report(10, 1, 1, 1, 1, 1, 1, 1, at="running")])],
+             "no finalize line in"),
+            ([self.write("garbage.json", ["{not json"])], "garbage.json:1: not JSON"),
+            ([os.path.join(self.dir, "*.nothing")], "matches no file"),
+            ([self.write("ok.json", self.three_ranks()), "--peers", os.path.join(self.dir, "nope")],
+             "--peers"),
+        ]
+        for argv, msg in cases:
+            p = self.run_tool(*argv, ok=False)
+            self.assertEqual(p.returncode, 1, (argv, p.stderr))
+            self.assertIn(msg, p.stderr, argv)
+        p = self.run_tool("--rc-cost", "lots", self.write("x.json", self.three_ranks()), ok=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("is not a size in bytes", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
