@@ -558,3 +558,65 @@ fn heap_alone() {
         h3 as i64 - h0 as i64
     );
 }
+
+/// Random datagrams sprayed at an endpoint's socket change nothing in its traffic, and the
+/// report says what became of them: each one is counted as refused somewhere.
+#[test]
+fn sprayed_datagrams_are_counted_in_the_report() {
+    let (a, b) = pair();
+    let target = b.ep.name().udp_addr();
+    let stranger = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    stranger.set_nonblocking(true).unwrap();
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next_u64 = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    const N: u64 = 20_000;
+    let read_before = b.ep.with_data(|d| d.datagrams_read());
+    let mut sent = 0;
+    while sent < N {
+        let len = (next_u64() % 1500) as usize;
+        let junk: Vec<u8> = (0..len).map(|_| next_u64() as u8).collect();
+        match stranger.send_to(&junk, target) {
+            Ok(_) => sent += 1,
+            // The receiver's buffer is full: let it read.
+            Err(_) => b.ep.with_data(|d| d.progress()),
+        }
+    }
+    // Until nothing more comes: what the socket could not hold, the kernel dropped.
+    let mut last = (0, Instant::now());
+    while last.1.elapsed() < Duration::from_millis(100) {
+        let now = b.ep.with_data(|d| {
+            d.progress();
+            d.datagrams_read()
+        });
+        if now != last.0 {
+            last = (now, Instant::now());
+        }
+    }
+    let read = last.0 - read_before;
+    // Real traffic still works, every byte checked.
+    let buf = recv(&b, 0, Kind::Tagged, 3, 70_000, 1);
+    send(&a, 1, Kind::Tagged, 3, pattern(70_000, 5), 1);
+    let c = ok(next(&b, &a));
+    assert_eq!((c.tag, c.len), (3, 70_000));
+    assert!(*buf.lock() == pattern(70_000, 5));
+    let report: serde_json::Value = serde_json::from_str(&b.ep.memory_report("running")).unwrap();
+    let qp = &report["counters"]["queue_pair"];
+    let data = &report["counters"]["data"];
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}"));
+    let refused = n(qp, "dropped_control")
+        + n(qp, "dropped_malformed")
+        + n(qp, "dropped_unknown_session")
+        + n(qp, "dropped")
+        + n(qp, "protocol_errors")
+        + n(data, "malformed")
+        + n(data, "stray");
+    let kernel_drops = n(&report["kernel"], "drops");
+    eprintln!("sprayed {N}: read {read}, the kernel dropped {kernel_drops}; {qp}");
+    assert_eq!(read + kernel_drops, N, "every sprayed datagram read or dropped by the kernel");
+    assert_eq!(refused, read, "every one read was refused and counted: {qp} {data}");
+}

@@ -822,6 +822,9 @@ impl RdPath {
             s.srtt = s.srtt.max(session.rtt().srtt);
             s.crc_peers += usize::from(session.config().checksum);
         }
+        let e = self.endpoint.stats();
+        s.dropped_malformed = e.dropped_malformed;
+        s.dropped_unknown_session = e.dropped_unknown_session;
         s.peers = self.peers.len();
         s.connected_peers = self.peers.values().filter(|p| p.via.is_some()).count();
         s.gso_sends = self.tx.gso_sends;

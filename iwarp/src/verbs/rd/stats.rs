@@ -60,6 +60,10 @@ pub struct RdStats {
     pub control_received: u64,
     /// Datagrams refused before the engine: bad or foreign control datagrams, empty ones.
     pub dropped_control: u64,
+    /// Datagrams the engine refused before any session: too short to name one.
+    pub dropped_malformed: u64,
+    /// ... or naming no session of ours (stale, foreign, forged).
+    pub dropped_unknown_session: u64,
     /// Handshakes abandoned after the peer stayed silent past the limit.
     pub handshake_failures: u64,
     /// Sessions failed by the engine (a peer silent past the limit).
