@@ -12,7 +12,58 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEM_REPORT = os.path.join(HERE, "..", "mem-report")
+SCHEMA_FILE = os.path.join(HERE, "..", "..", "channel", "mem-report.schema.json")
 POWERS = [2 ** k for k in range(1, 21)]
+
+# The ledger's accounts (policies/src/ledger/account.rs) and the counters, as a current
+# provider writes them: full_report() is a complete line that the real schema accepts.
+ACCOUNTS = [("peer_state", "peers"), ("send_queue", "traffic"), ("retransmit", "traffic"),
+            ("receive_ring", "fixed"), ("staged", "traffic"), ("unexpected", "traffic"),
+            ("held_pushes", "traffic"), ("send_pool", "traffic"), ("rendezvous", "traffic"),
+            ("rma", "fixed"), ("address_vector", "peers"), ("completion_queues", "traffic"),
+            ("matching", "traffic"), ("engine", "peers"), ("fault_layer", "traffic")]
+DATA_COUNTERS = ["sent", "received", "malformed", "stray", "oversized", "failed_sends", "failed_recvs",
+                 "push_dropped", "push_parked", "push_placed", "rma_writes_in", "rma_reads_in", "rma_refused"]
+QP_COUNTERS = ["datagrams_sent", "datagrams_received", "datagrams_read", "data_sent", "retransmits",
+               "spurious_retransmits", "lost_acks", "timeouts", "tail_probes", "duplicates", "out_of_order",
+               "dropped", "dropped_checksum", "acks_sent", "window_full", "would_block", "messages_acked",
+               "messages_delivered", "srtt_us", "peers", "connected_peers", "crc_peers", "control_sent",
+               "control_received", "dropped_control", "handshake_failures", "peer_failures", "parked",
+               "refused", "stashed", "protocol_errors", "send_errors", "connected_sends", "gso_sends",
+               "gro_runs", "max_datagram_size"]
+
+
+def full_report(pid, at="finalize", peers=3, faults=False):
+    """A complete report line (every field of diwarp-mem-report/1), its ledger consistent."""
+    accounts = {}
+    for k, (name, scale) in enumerate(ACCOUNTS):
+        cur = 1000 * (k + 1)
+        accounts[name] = {"current": cur, "peak": cur + 10 * k,
+                          "peers": (peers + (name == "address_vector")) if scale == "peers" else None,
+                          "scale": scale}
+    total = sum(a["current"] for a in accounts.values())
+    qp = {k: i for i, k in enumerate(QP_COUNTERS)}
+    qp.update(srtt_us=None if at == "running" else 591, peers=peers, max_datagram_size=65507)
+    return {
+        "schema": "diwarp-mem-report/1", "pid": pid, "endpoint": f"diwarp://127.0.0.1:{pid}/1/0#bd98",
+        "at": at, "elapsed_ms": 99,
+        "ledger": {"total": total, "total_peak": total + 500, "samples": 16, "accounts": accounts},
+        "baseline": {"provider_heap": 1061602, "ledger": 1054080},
+        "growth": {"provider_heap": -5, "ledger": 1641533, "explained": None},
+        "unexplained": -11237,
+        "heap": {"provider": 2706850, "process_in_use": 25806176, "process_held": 26136576},
+        "process": {"vm_rss": 17797120, "vm_hwm": 24629248, "rss_anon": 6651904, "rss_file": 10080256,
+                    "pss": 9955328, "pss_anon": 6651904, "fds": 22, "sockets": 7},
+        "kernel": {"sockets": 4, "rmem_alloc": 0, "wmem_alloc": 0, "wmem_queued": 0, "fwd_alloc": 4096,
+                   "optmem": 0, "rcvbuf": 9027584, "sndbuf": 33554432, "drops": 0, "held": 4096},
+        "counters": {
+            "data": {k: i for i, k in enumerate(DATA_COUNTERS)},
+            "queue_pair": qp,
+            "faults": ({"datagrams": 500, "dropped": 25, "duplicated": 24, "reordered": 50, "delayed": 0,
+                        "corrupted": 10} if faults else None),
+            "progress_wakes": 1,
+        },
+    }
 
 
 def report(pid, peer_state, engine, av_entry, fixed_ring, traffic, held, peers, at="finalize"):
@@ -188,6 +239,144 @@ class MemReport(unittest.TestCase):
         p = self.run_tool("--rc-cost", "lots", self.write("x.json", self.three_ranks()), ok=False)
         self.assertEqual(p.returncode, 2)
         self.assertIn("is not a size in bytes", p.stderr)
+
+
+class Check(unittest.TestCase):
+    """scripts/mem-report --check: the schema and the rules it cannot say."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, objs):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            for o in objs:
+                f.write(json.dumps(o) + "\n")
+        return path
+
+    def job(self, ranks=2):
+        """One file per rank, as FI_DIWARP_MEM_REPORT=dir/memreport.%p.jsonl writes them."""
+        for r in range(ranks):
+            pid = 1000 + r
+            self.write(f"memreport.{pid}.jsonl",
+                       [full_report(pid, "running"), full_report(pid, "running", faults=True),
+                        full_report(pid, faults=r == 1)])
+        return self.dir
+
+    def check(self, *args, ok):
+        p = subprocess.run([MEM_REPORT, "--check", *args], capture_output=True, text=True, timeout=120)
+        if ok:
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stderr, "")
+        else:
+            self.assertEqual(p.returncode, 1, (p.stdout, p.stderr))
+            self.assertEqual(p.stdout, "")
+            self.assertIn("invalid", p.stderr)
+        return p
+
+    def broken(self, change):
+        """A two-rank job whose second rank's finalize line `change` edits."""
+        o = full_report(1001)
+        change(o)
+        self.write("memreport.1000.jsonl", [full_report(1000)])
+        return self.write("memreport.1001.jsonl", [full_report(1001, "running"), o])
+
+    def test_synthetic_report_matches_the_schema(self):
+        import jsonschema
+        with open(SCHEMA_FILE) as f:
+            schema = json.load(f)
+        jsonschema.Draft202012Validator.check_schema(schema)
+        v = jsonschema.Draft202012Validator(schema)
+        for o in (full_report(1), full_report(2, "running", faults=True)):
+            self.assertEqual([e.message for e in v.iter_errors(o)], [])
+        self.assertEqual(list(schema["properties"]["ledger"]["properties"]["accounts"]["required"]),
+                         [name for name, _ in ACCOUNTS])
+
+    def test_valid(self):
+        d = self.job(2)
+        p = self.check("--expect-ranks", "2", d, ok=True)
+        self.assertEqual(p.stdout, "mem-report: 6 reports from 2 ranks valid\n")
+        p = self.check(os.path.join(d, "memreport.1000.jsonl"), ok=True)
+        self.assertEqual(p.stdout, "mem-report: 3 reports from 1 ranks valid\n")
+        # The analysis reads the same files.
+        p = subprocess.run([MEM_REPORT, d], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("2 endpoint(s) at finalize from 2 file(s); 4 running line(s) not used", p.stdout)
+
+    def test_missing_field(self):
+        self.broken(lambda o: o["counters"]["queue_pair"].pop("srtt_us"))
+        p = self.check(self.dir, ok=False)
+        self.assertIn("memreport.1001.jsonl:2: counters.queue_pair: 'srtt_us' is a required property", p.stderr)
+        self.broken(lambda o: o["ledger"]["accounts"].pop("fault_layer"))
+        p = self.check(self.dir, ok=False)
+        self.assertIn("ledger.accounts: 'fault_layer' is a required property", p.stderr)
+
+    def test_extra_field(self):
+        self.broken(lambda o: o["kernel"].update(shmem=0))
+        p = self.check(self.dir, ok=False)
+        self.assertIn("memreport.1001.jsonl:2: kernel: Additional properties are not allowed ('shmem' was unexpected)",
+                      p.stderr)
+
+    def test_wrong_types(self):
+        def change(o):
+            o["at"] = "closing"
+            o["process"]["fds"] = -1
+            o["growth"]["explained"] = "all"
+            o["ledger"]["accounts"]["rma"]["scale"] = "ranks"
+        self.broken(change)
+        p = self.check(self.dir, ok=False)
+        for msg in ("1001.jsonl:2: at: 'closing' is not one of", "process.fds: -1 is less than the minimum of 0",
+                    "growth.explained: 'all' is not of type 'number', 'null'",
+                    "ledger.accounts.rma.scale: 'ranks' is not one of"):
+            self.assertIn(msg, p.stderr)
+
+    def test_wrong_total(self):
+        self.broken(lambda o: o["ledger"].update(total=o["ledger"]["total"] + 1))
+        p = self.check(self.dir, ok=False)
+        self.assertIn("memreport.1001.jsonl:2: ledger.total 120001 is not the sum of the accounts' current (120000)",
+                      p.stderr)
+
+    def test_peak_below_current(self):
+        self.broken(lambda o: o["ledger"]["accounts"]["staged"].update(peak=1))
+        p = self.check(self.dir, ok=False)
+        self.assertIn("ledger.accounts.staged: peak 1 < current 5000", p.stderr)
+
+    def test_two_finalize_lines(self):
+        self.job(2)
+        with open(os.path.join(self.dir, "memreport.1000.jsonl"), "a") as f:
+            f.write(json.dumps(full_report(1000)) + "\n")
+        p = self.check(self.dir, ok=False)
+        self.assertIn("pid 1000: 2 finalize lines", p.stderr)
+
+    def test_no_finalize_line(self):
+        self.job(2)
+        self.write("memreport.1002.jsonl", [full_report(1002, "running")])
+        p = self.check(self.dir, ok=False)
+        self.assertIn("pid 1002: no finalize line", p.stderr)
+
+    def test_expect_ranks(self):
+        d = self.job(3)
+        self.check("--expect-ranks", "3", d, ok=True)
+        for n in ("2", "4"):
+            p = self.check("--expect-ranks", n, d, ok=False)
+            self.assertIn(f"3 rank(s) with a finalize line, want {n} (--expect-ranks)", p.stderr)
+        p = subprocess.run([MEM_REPORT, "--expect-ranks", "3", d], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--expect-ranks goes with --check", p.stderr)
+
+    def test_foreign_and_garbage_lines(self):
+        old = full_report(1000)
+        old["schema"] = "diwarp-mem-report/0"
+        path = self.write("old.jsonl", [old])
+        with open(path, "a") as f:
+            f.write("{not json\n")
+        p = self.check(path, ok=False)
+        self.assertIn("old.jsonl:1: schema 'diwarp-mem-report/0', want 'diwarp-mem-report/1'", p.stderr)
+        self.assertIn("old.jsonl:2: not JSON", p.stderr)
 
 
 if __name__ == "__main__":

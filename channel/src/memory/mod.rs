@@ -4,6 +4,7 @@
 
 pub mod kernel;
 pub mod proc;
+pub mod rc_cost;
 pub mod report;
 
 use std::time::{Duration, Instant};

@@ -324,6 +324,14 @@ impl QueuePair {
         }
     }
 
+    /// RC: the connection's socket, for reading back what the kernel holds for it.
+    pub fn rc_socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match &self.path {
+            Path::Rc(rc) => Some(rc.socket()),
+            _ => None,
+        }
+    }
+
     /// RC: what the MPA exchange settled, once connected.
     pub fn rc_settings(&self) -> Option<RcSettings> {
         match &self.path {

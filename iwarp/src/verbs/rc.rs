@@ -208,6 +208,10 @@ impl RcPath {
         self.settings
     }
 
+    pub(crate) fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.stream)
+    }
+
     /// Bytes of buffer storage held (send backlog and decoder).
     pub(crate) fn memory_bytes(&self) -> usize {
         self.tx.buf.capacity() + self.decoder.capacity()
