@@ -416,7 +416,7 @@ impl Endpoint {
 
     /// The report, as one line of JSON.
     pub fn memory_report(&self, at: &'static str) -> String {
-        let (mem, counters, kernel) = {
+        let (mem, counters, kernel, budget) = {
             let d = self.data.lock();
             let counters = Counters {
                 data: d.stats(),
@@ -424,7 +424,8 @@ impl Endpoint {
                 faults: d.fault_stats(),
                 progress_wakes: self.wakes.load(Ordering::Relaxed),
             };
-            (d.memory(), counters, memory::kernel::read(&d.sockets()))
+            let kernel = memory::kernel::read(&d.sockets());
+            (d.memory(), counters, kernel, d.budget())
         };
         let sample = memory::charge(&mem, &self.shared_memory());
         let (in_use, held) = crate::ffi::heap::process_heap();
@@ -443,6 +444,7 @@ impl Endpoint {
             at,
             elapsed_ms: w.enabled_at.map_or(0, |t| t.elapsed().as_millis() as u64),
             ledger: &w.ledger,
+            budget,
             baseline: w.baseline,
             growth: Report::growth(&heap, &w.ledger, &w.baseline),
             unexplained: heap.provider as i64 - w.ledger.total() as i64,

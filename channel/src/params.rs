@@ -27,6 +27,7 @@ pub const LINGER_MS: &str = "linger_ms";
 pub const PEER_TIMEOUT_MS: &str = "peer_timeout_ms";
 pub const MEM_REPORT: &str = "mem_report";
 pub const MEM_REPORT_MS: &str = "mem_report_ms";
+pub const MEM_BUDGET: &str = "mem_budget";
 pub const CRC: &str = "crc";
 pub const DATAGRAM_SIZE: &str = "datagram_size";
 pub const CONNECTED_PEERS: &str = "connected_peers";
@@ -63,6 +64,14 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Write this rank's memory report (one JSON object per line: the ledger's \
                accounts, /proc, heap, kernel socket memory, every counter) at finalize to this \
                path ('-' for stderr, '%p' becomes the process id); unset: no report",
+    },
+    ParamSpec {
+        name: MEM_BUDGET,
+        kind: ParamKind::Size,
+        help: "Bytes traffic may grow the endpoint's memory by: copied sends held for the \
+               peers (past it a send answers FI_EAGAIN), a quarter for pushed chunks held for \
+               unexpected messages, an eighth for spare send buffers (default: 67108864, \
+               at least 4194304)",
     },
     ParamSpec {
         name: MEM_REPORT_MS,
@@ -132,6 +141,8 @@ pub struct Config {
     pub mem_report: Option<String>,
     /// Also report while running, this often.
     pub mem_report_every: Option<Duration>,
+    /// What traffic may grow the endpoint's pools by (`data::Budget`).
+    pub mem_budget: usize,
     pub crc: bool,
     /// Ask ranks on this host for the CRC too (only if `crc`).
     pub crc_same_host: bool,
@@ -150,6 +161,7 @@ impl Default for Config {
             peer_timeout: Duration::from_millis(30_000),
             mem_report: None,
             mem_report_every: None,
+            mem_budget: crate::data::budget::DEFAULT,
             crc: true,
             crc_same_host: false,
             datagram_size: None,
@@ -228,6 +240,19 @@ impl Config {
                 c.mem_report = Some(s);
             }
         }
+        if let Some(ParamValue::Size(n)) = src.get(spec(MEM_BUDGET)) {
+            let min = crate::data::budget::MIN;
+            if n >= min {
+                c.mem_budget = n;
+            } else {
+                diag!(
+                    Warn,
+                    Core,
+                    "FI_DIWARP_MEM_BUDGET={n} is below {min}; using {}",
+                    c.mem_budget
+                );
+            }
+        }
         if let Some(ParamValue::Int(ms)) = src.get(spec(MEM_REPORT_MS)) {
             if (0..=LINGER_MAX_MS * 100).contains(&ms) {
                 c.mem_report_every = (ms > 0).then(|| Duration::from_millis(ms as u64));
@@ -293,6 +318,7 @@ mod tests {
             (PEER_TIMEOUT_MS, ParamValue::Int(5000)),
             (MEM_REPORT, ParamValue::Str(String::new())),
             (MEM_REPORT_MS, ParamValue::Int(-1)),
+            (MEM_BUDGET, ParamValue::Size(1000)),
             (CRC, ParamValue::Bool(false)),
             (DATAGRAM_SIZE, ParamValue::Size(9000)),
             (CONNECTED_PEERS, ParamValue::Size(0)),
@@ -304,6 +330,16 @@ mod tests {
         assert_eq!(c.peer_timeout, Duration::from_secs(5));
         assert_eq!(c.mem_report, None);
         assert_eq!(c.mem_report_every, None);
+        assert_eq!(
+            c.mem_budget,
+            Config::default().mem_budget,
+            "below the least budget"
+        );
+        let r = Config::from_source(&Map(HashMap::from([(
+            MEM_BUDGET,
+            ParamValue::Size(8 << 20),
+        )])));
+        assert_eq!(r.mem_budget, 8 << 20);
         let r = Config::from_source(&Map(HashMap::from([(MEM_REPORT_MS, ParamValue::Int(250))])));
         assert_eq!(r.mem_report_every, Some(Duration::from_millis(250)));
         assert!(!c.crc && !c.crc_same_host);

@@ -22,8 +22,10 @@ const MAX_CLASS: u32 = 16;
 const CLASSES: usize = (MAX_CLASS - MIN_CLASS + 1) as usize;
 /// Room past the power of two, for the header in front of a power-of-two payload.
 const HEADROOM: usize = 256;
-/// Most bytes kept spare: a window of 64 sends at the largest eager size, and smaller ones.
-pub(crate) const SPARE_BYTES: usize = 8 << 20;
+/// Most bytes kept spare by default (`Budget::spare`): a window of 64 sends at the largest
+/// eager size, and smaller ones.
+#[cfg(test)]
+const SPARE_BYTES: usize = 8 << 20;
 
 #[derive(Default)]
 struct Spare {
@@ -31,9 +33,10 @@ struct Spare {
     bytes: usize,
 }
 
-#[derive(Default)]
 struct Shared {
     spare: Mutex<Spare>,
+    /// Most bytes kept spare.
+    spare_max: usize,
     /// Capacity of the buffers made into bytes and not yet back: read by every send, so
     /// outside the lock.
     lent: AtomicUsize,
@@ -42,8 +45,26 @@ struct Shared {
 }
 
 /// The endpoint's spare send buffers.
-#[derive(Default)]
 pub(crate) struct SendBufs(Arc<Shared>);
+
+impl SendBufs {
+    /// Keeping at most `spare_max` bytes spare.
+    pub(crate) fn new(spare_max: usize) -> SendBufs {
+        SendBufs(Arc::new(Shared {
+            spare: Mutex::default(),
+            spare_max,
+            lent: AtomicUsize::new(0),
+            lent_len: AtomicUsize::new(0),
+        }))
+    }
+}
+
+#[cfg(test)]
+impl Default for SendBufs {
+    fn default() -> SendBufs {
+        SendBufs::new(SPARE_BYTES)
+    }
+}
 
 /// The size class holding buffers of at least `len` bytes, if such buffers are kept.
 fn class_for(len: usize) -> Option<u32> {
@@ -139,7 +160,7 @@ impl Drop for Pooled {
         home.lent.fetch_sub(cap, Ordering::Relaxed);
         home.lent_len.fetch_sub(self.buf.len(), Ordering::Relaxed);
         let mut s = home.spare.lock();
-        if s.bytes + cap <= SPARE_BYTES {
+        if s.bytes + cap <= home.spare_max {
             let mut v = std::mem::take(&mut self.buf);
             v.clear();
             s.bytes += cap;

@@ -12,8 +12,8 @@ use iwarp::verbs::{
 use super::ops::{Op, Outgoing, RmaArgs, Role};
 use super::wire::{self, DATA_HEADER};
 use super::{
-    Memory, Outputs, RecvArgs, SendArgs, State, Stats, BACKLOG_MAX, CHUNK, CHUNK_WINDOW,
-    COPIED_MAX, EAGER_MAX, POLL_BATCH,
+    Budget, Memory, Outputs, RecvArgs, SendArgs, State, Stats, BACKLOG_MAX, CHUNK, CHUNK_WINDOW,
+    EAGER_MAX, POLL_BATCH,
 };
 use crate::addr::EpName;
 use crate::av::AddressVector;
@@ -63,7 +63,13 @@ impl DataPath {
         let eager = config.eager_size.min(EAGER_MAX);
         Ok(DataPath {
             qp,
-            st: State::new(*name, eager, config.push_size, config.peer_timeout),
+            st: State::new(
+                *name,
+                eager,
+                config.push_size,
+                config.peer_timeout,
+                Budget::new(config.mem_budget),
+            ),
             wcs: Vec::with_capacity(POLL_BATCH),
         })
     }
@@ -88,11 +94,17 @@ impl DataPath {
         self.st.stats
     }
 
+    /// How far traffic may grow the pools.
+    pub fn budget(&self) -> Budget {
+        self.st.budget
+    }
+
     /// FI_EAGAIN while too many sends wait for the queue pair or too many copies for the
     /// peers, after one progress pass to make room.
     fn room(&mut self) -> Result<()> {
-        let full =
-            |st: &State| st.backlog.len() >= BACKLOG_MAX || st.bufs.lent_bytes() >= COPIED_MAX;
+        let full = |st: &State| {
+            st.backlog.len() >= BACKLOG_MAX || st.bufs.lent_bytes() >= st.budget.copies
+        };
         if full(&self.st) {
             self.progress();
             if full(&self.st) {

@@ -617,6 +617,74 @@ fn sprayed_datagrams_are_counted_in_the_report() {
         + n(data, "stray");
     let kernel_drops = n(&report["kernel"], "drops");
     eprintln!("sprayed {N}: read {read}, the kernel dropped {kernel_drops}; {qp}");
-    assert_eq!(read + kernel_drops, N, "every sprayed datagram read or dropped by the kernel");
-    assert_eq!(refused, read, "every one read was refused and counted: {qp} {data}");
+    assert_eq!(
+        read + kernel_drops,
+        N,
+        "every sprayed datagram read or dropped by the kernel"
+    );
+    assert_eq!(
+        refused, read,
+        "every one read was refused and counted: {qp} {data}"
+    );
+}
+
+/// With a small FI_DIWARP_MEM_BUDGET, the pools traffic grows stay within their shares:
+/// pushed chunks held for unexpected messages, spare send buffers. Nothing is lost: the
+/// refused pushes come again after the answer, every byte checked.
+#[test]
+fn a_small_budget_bounds_held_pushes_and_spare_buffers() {
+    let total = super::budget::MIN;
+    let budget = Budget::new(total);
+    let (a, b) = super::tests::pair_with(Config {
+        mem_budget: total,
+        ..Config::default()
+    });
+    const N: usize = 12;
+    const BIG: usize = 1 << 20;
+    for i in 0..N {
+        send(&a, 1, Kind::Tagged, i as u64, pattern(BIG, i as u8), i + 1);
+    }
+    progress_until(&b, &a, "every request in", || {
+        b.ep.sample_memory().get(Account::Unexpected).bytes > 0
+            && b.ep.data_stats().push_parked + b.ep.data_stats().push_dropped
+                >= (N * Config::default().push_size / CHUNK) as u64
+    });
+    let held = b.ep.sample_memory().get(Account::HeldPushes);
+    assert!(
+        held.peak <= budget.held_pushes,
+        "{held:?} over {}",
+        budget.held_pushes
+    );
+    assert!(
+        b.ep.data_stats().push_dropped > 0,
+        "{N} messages' pushes cannot all be held"
+    );
+    let bufs: Vec<_> = (0..N)
+        .map(|i| recv(&b, 0, Kind::Tagged, i as u64, BIG, 100 + i))
+        .collect();
+    for _ in 0..N {
+        ok(next(&b, &a));
+    }
+    for (i, buf) in bufs.iter().enumerate() {
+        assert!(*buf.lock() == pattern(BIG, i as u8), "message {i}");
+    }
+    // Eager copies: many sizes, so that every buffer class fills.
+    let bufs: Vec<_> = (0..400)
+        .map(|i| recv(&b, 0, Kind::Msg, 0, 32 * 1024, 1000 + i))
+        .collect();
+    for i in 0..400 {
+        let len = 2048 << (i % 5);
+        send(&a, 1, Kind::Msg, 0, pattern(len, i as u8), 1000 + i);
+    }
+    for _ in 0..400 {
+        ok(next(&b, &a));
+    }
+    wait_idle(&a, &b, "the copies");
+    let spare = a.ep.sample_memory().get(Account::SendPool).bytes;
+    assert!(spare <= budget.spare, "{spare} spare over {}", budget.spare);
+    assert!(spare > 0);
+    for (i, buf) in bufs.iter().enumerate() {
+        let len = 2048 << (i % 5);
+        assert!(buf.lock()[..len] == pattern(len, i as u8)[..], "copy {i}");
+    }
 }

@@ -15,6 +15,7 @@
 //! Chunks are placed even ahead of their turn; everything else is handled in per-peer order.
 //! `State` handles arrivals and queues sends; `driver` owns the queue pair.
 
+pub mod budget;
 mod bufs;
 mod complete;
 mod driver;
@@ -45,6 +46,7 @@ use crate::matching::{
     Taken,
 };
 use crate::mr::SharedMrs;
+pub use budget::Budget;
 use bufs::SendBufs;
 use complete::kind_flag;
 pub use complete::Outputs;
@@ -73,9 +75,11 @@ const CHUNK_WINDOW: usize = 16;
 const BACKLOG_MAX: usize = 4096;
 
 /// Bytes of copied sends held for the peers (queued, or unacknowledged) before a new send is
-/// refused with FI_EAGAIN. The counts above bound messages, not bytes: an endpoint flooding a
-/// peer that does not keep up would otherwise hold up to 20480 copies of 32 KiB.
-const COPIED_MAX: usize = 64 << 20;
+/// refused with FI_EAGAIN, by default (`Budget::copies`). The counts above bound messages, not
+/// bytes: an endpoint flooding a peer that does not keep up would otherwise hold up to 20480
+/// copies of 32 KiB.
+#[cfg(test)]
+const COPIED_MAX: usize = budget::DEFAULT;
 
 /// Queue-pair completions taken per poll.
 const POLL_BATCH: usize = 64;
@@ -180,6 +184,8 @@ struct State {
     bufs: SendBufs,
     /// The domain's memory regions, which peers' RMA names (set by `enable`).
     mrs: SharedMrs,
+    /// How far traffic may grow the pools.
+    budget: Budget,
 }
 
 impl std::fmt::Debug for State {
@@ -193,7 +199,13 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
-    fn new(name: EpName, eager: usize, push: usize, stall_limit: Duration) -> State {
+    fn new(
+        name: EpName,
+        eager: usize,
+        push: usize,
+        stall_limit: Duration,
+        budget: Budget,
+    ) -> State {
         State {
             name,
             eager,
@@ -209,7 +221,7 @@ impl State {
             rndv: Map::default(),
             multi: MultiInFlight::default(),
             pushing_into: Map::default(),
-            parked: Parked::default(),
+            parked: Parked::new(budget.held_pushes),
             stall_limit,
             heard: Map::default(),
             next_check: Instant::now(),
@@ -220,8 +232,9 @@ impl State {
             next_stand_in: STAND_IN_BASE,
             av_seen: 0,
             stats: Stats::default(),
-            bufs: SendBufs::default(),
+            bufs: SendBufs::new(budget.spare),
             mrs: SharedMrs::default(),
+            budget,
         }
     }
 

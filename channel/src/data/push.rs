@@ -3,7 +3,7 @@
 //! after their RTS, which decides where they go:
 //! - the RTS matched a posted receive: straight into it (`State::pushing_into`);
 //! - the RTS is unexpected: held here until a receive takes the message, then copied into it;
-//!   a message whose chunks would take the endpoint past [`PARK_MAX`] is refused instead, and
+//!   a message whose chunks would take the endpoint past its budget is refused instead, and
 //!   its CTS asks for everything;
 //! - anything else (a truncated receive is full, the message was discarded): dropped.
 //!
@@ -14,7 +14,9 @@ use std::net::SocketAddr;
 
 use crate::hash::Map;
 
-/// Bytes of pushed chunks held for unexpected messages, per endpoint.
+/// Bytes of pushed chunks held for unexpected messages, per endpoint, by default
+/// (`Budget::held_pushes`).
+#[cfg(test)]
 pub const PARK_MAX: usize = 16 << 20;
 
 /// A pushed message: its sender and the sender's handle for it.
@@ -40,14 +42,33 @@ struct Entry {
 }
 
 /// The pushed chunks of unexpected messages.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Parked {
     held: Map<PushKey, Entry>,
     bytes: usize,
     peak: usize,
+    /// Most chunk bytes held at once.
+    max: usize,
+}
+
+#[cfg(test)]
+impl Default for Parked {
+    fn default() -> Parked {
+        Parked::new(PARK_MAX)
+    }
 }
 
 impl Parked {
+    /// Holding at most `max` bytes of chunks.
+    pub fn new(max: usize) -> Parked {
+        Parked {
+            held: Map::default(),
+            bytes: 0,
+            peak: 0,
+            max,
+        }
+    }
+
     /// An unexpected RTS announced pushed chunks: they are kept from now on.
     pub fn open(&mut self, key: PushKey) {
         // A stale entry (a sender that restarted with the same address and handle) is replaced.
@@ -63,7 +84,7 @@ impl Parked {
         if e.refused {
             return Parking::Refused;
         }
-        if self.bytes + payload.len() > PARK_MAX {
+        if self.bytes + payload.len() > self.max {
             self.bytes -= bytes_of(&e.pieces);
             e.pieces = Vec::new();
             e.refused = true;

@@ -650,13 +650,23 @@ fn an_inject_above_the_eager_size_is_copied_at_once() {
 
 #[test]
 fn copies_held_for_a_peer_that_does_not_answer_are_bounded_in_bytes() {
-    // Copied sends complete at once; what the peer has not acknowledged stays with us. Past
-    // COPIED_MAX a send is refused with FI_EAGAIN (MPI retries it), not queued without end.
-    let (a, b) = pair();
+    copies_bounded(COPIED_MAX);
+    copies_bounded(budget::MIN);
+}
+
+/// Copied sends complete at once; what the peer has not acknowledged stays with us. Past the
+/// budget's share for copies a send is refused with FI_EAGAIN (MPI retries it), not queued
+/// without end.
+fn copies_bounded(total: usize) {
+    let copied_max = Budget::new(total).copies;
+    let (a, b) = pair_with(Config {
+        mem_budget: total,
+        ..Config::default()
+    });
     b.ep.shutdown();
     drop(b);
     let n = Config::default().eager_size;
-    let most = COPIED_MAX / n + 1;
+    let most = copied_max / n + 1;
     let mut sent = 0;
     let refused = loop {
         let (mem, _) = UserMem::owned(pattern(n, sent as u8));
@@ -679,12 +689,12 @@ fn copies_held_for_a_peer_that_does_not_answer_are_bounded_in_bytes() {
     };
     assert_eq!(refused, Errno::AGAIN);
     assert!(
-        sent * n >= COPIED_MAX / 2,
+        sent * n >= copied_max / 2,
         "refused after only {sent} sends"
     );
     let held = a.ep.with_data(|d| d.memory().queue_pair.total());
     assert!(
-        held <= COPIED_MAX + (8 << 20),
+        held <= copied_max + (8 << 20),
         "the queue pair holds {held} B"
     );
 }

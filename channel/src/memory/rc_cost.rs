@@ -47,11 +47,13 @@ pub fn measure(burst: usize) -> std::io::Result<RcCost> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let acceptor = std::thread::spawn(move || {
-        let mut b = QueuePair::create(QpType::Rc, QpConfig::default()).map_err(std::io::Error::other)?;
+        let mut b =
+            QueuePair::create(QpType::Rc, QpConfig::default()).map_err(std::io::Error::other)?;
         b.accept(&listener).map_err(std::io::Error::other)?;
         Ok::<_, std::io::Error>(b)
     });
-    let mut a = QueuePair::create(QpType::Rc, QpConfig::default()).map_err(std::io::Error::other)?;
+    let mut a =
+        QueuePair::create(QpType::Rc, QpConfig::default()).map_err(std::io::Error::other)?;
     a.connect(addr, b"").map_err(std::io::Error::other)?;
     let b = acceptor.join().expect("the acceptor does not panic")?;
     let idle = kernel_of(&[&a, &b]);

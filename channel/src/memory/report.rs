@@ -59,6 +59,8 @@ pub struct Report<'a> {
     /// Since the endpoint was enabled.
     pub elapsed_ms: u64,
     pub ledger: &'a Ledger,
+    /// What traffic may grow the pools by (`FI_DIWARP_MEM_BUDGET`).
+    pub budget: crate::data::Budget,
     pub baseline: Baseline,
     pub growth: Growth,
     /// Provider heap the ledger does not account for (`heap.provider - ledger.total`).
