@@ -1,4 +1,5 @@
-"""Tests of scripts/mem-report: synthetic reports with known costs, the projection checked exactly.
+"""Tests of scripts/mem-report: synthetic reports with known costs, the projection checked exactly;
+--check against the real channel/mem-report.schema.json and the ledger's rules.
 
 Run with the venv's python:  .venv/bin/python -m unittest discover -s scripts/tests -v
 (or scripts/tests/run, which scripts/test calls).
@@ -22,15 +23,15 @@ ACCOUNTS = [("peer_state", "peers"), ("send_queue", "traffic"), ("retransmit", "
             ("held_pushes", "traffic"), ("send_pool", "traffic"), ("rendezvous", "traffic"),
             ("rma", "fixed"), ("address_vector", "peers"), ("completion_queues", "traffic"),
             ("matching", "traffic"), ("engine", "peers"), ("fault_layer", "traffic")]
-DATA_COUNTERS = ["sent", "received", "malformed", "stray", "oversized", "failed_sends", "failed_recvs",
+DATA_COUNTERS = ["sent", "received", "malformed", "stray", "failed_sends", "failed_recvs",
                  "push_dropped", "push_parked", "push_placed", "rma_writes_in", "rma_reads_in", "rma_refused"]
 QP_COUNTERS = ["datagrams_sent", "datagrams_received", "datagrams_read", "data_sent", "retransmits",
                "spurious_retransmits", "lost_acks", "timeouts", "tail_probes", "duplicates", "out_of_order",
                "dropped", "dropped_checksum", "acks_sent", "window_full", "would_block", "messages_acked",
                "messages_delivered", "srtt_us", "peers", "connected_peers", "crc_peers", "control_sent",
-               "control_received", "dropped_control", "handshake_failures", "peer_failures", "parked",
-               "refused", "stashed", "protocol_errors", "send_errors", "connected_sends", "gso_sends",
-               "gro_runs", "max_datagram_size"]
+               "control_received", "dropped_control", "dropped_malformed", "dropped_unknown_session",
+               "handshake_failures", "peer_failures", "parked", "refused", "stashed", "protocol_errors",
+               "send_errors", "connected_sends", "gso_sends", "gro_runs", "max_datagram_size"]
 
 
 def full_report(pid, at="finalize", peers=3, faults=False):
@@ -48,6 +49,7 @@ def full_report(pid, at="finalize", peers=3, faults=False):
         "schema": "diwarp-mem-report/1", "pid": pid, "endpoint": f"diwarp://127.0.0.1:{pid}/1/0#bd98",
         "at": at, "elapsed_ms": 99,
         "ledger": {"total": total, "total_peak": total + 500, "samples": 16, "accounts": accounts},
+        "budget": {"copies": 64 << 20, "held_pushes": 16 << 20, "spare": 8 << 20},
         "baseline": {"provider_heap": 1061602, "ledger": 1054080},
         "growth": {"provider_heap": -5, "ledger": 1641533, "explained": None},
         "unexplained": -11237,

@@ -91,11 +91,14 @@ const STAND_IN_BASE: u32 = 0xF000_0000;
 /// Counters for the memory and diagnostics report.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct Stats {
+    /// Messages sent and received.
     pub sent: u64,
     pub received: u64,
+    /// Messages whose diwarp header did not parse.
     pub malformed: u64,
+    /// Messages for no operation of ours (a finished or unknown rendezvous, say).
     pub stray: u64,
-    pub oversized: u64,
+    /// Sends failed (the peer went silent, or refused).
     pub failed_sends: u64,
     /// Rendezvous receives failed because their sender went silent.
     pub failed_recvs: u64,

@@ -1,6 +1,6 @@
 //! The per-rank memory report: one JSON object per line (`FI_DIWARP_MEM_REPORT`), at finalize
-//! and, with `FI_DIWARP_MEM_REPORT_MS`, while running. Every field is documented in the
-//! crate's README ("Memory report"); sizes are bytes.
+//! and, with `FI_DIWARP_MEM_REPORT_MS`, while running. Every field is described in
+//! `channel/mem-report.schema.json`, which reports are checked against; sizes are bytes.
 
 use serde::Serialize;
 
