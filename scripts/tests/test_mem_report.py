@@ -98,7 +98,9 @@ def report(pid, peer_state, engine, av_entry, fixed_ring, traffic, held, peers, 
     }
 
 
-class MemReport(unittest.TestCase):
+class ReportFiles(unittest.TestCase):
+    """A temporary directory to write report files into."""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.dir = self.tmp.name
@@ -107,11 +109,15 @@ class MemReport(unittest.TestCase):
         self.tmp.cleanup()
 
     def write(self, name, objs):
+        """A report file of `objs`, one line each (a string is written as it is)."""
         path = os.path.join(self.dir, name)
         with open(path, "w") as f:
             for o in objs:
                 f.write((o if isinstance(o, str) else json.dumps(o)) + "\n")
         return path
+
+
+class MemReport(ReportFiles):
 
     def run_tool(self, *args, ok=True):
         p = subprocess.run([MEM_REPORT, *args], capture_output=True, text=True, timeout=120)
@@ -243,22 +249,8 @@ class MemReport(unittest.TestCase):
         self.assertIn("is not a size in bytes", p.stderr)
 
 
-class Check(unittest.TestCase):
+class Check(ReportFiles):
     """scripts/mem-report --check: the schema and the rules it cannot say."""
-
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.dir = self.tmp.name
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
-    def write(self, name, objs):
-        path = os.path.join(self.dir, name)
-        with open(path, "w") as f:
-            for o in objs:
-                f.write(json.dumps(o) + "\n")
-        return path
 
     def job(self, ranks=2):
         """One file per rank, as FI_DIWARP_MEM_REPORT=dir/memreport.%p.jsonl writes them."""
