@@ -102,3 +102,85 @@ pub fn charge(d: &Memory, shared: &Shared) -> Sample {
         .charge(Account::FaultLayer, Usage::bytes(qp.faults));
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policies::Scale;
+
+    /// Every field of every layer's memory lands in exactly one account: with a distinct
+    /// power of two in each field, each account's bytes name the fields charged to it.
+    #[test]
+    fn every_field_is_charged_once() {
+        let qp = iwarp::verbs::RdMemory {
+            peers: 3,
+            peer_state: 1 << 1,
+            send_queue: 1 << 2,
+            retransmit: 1 << 3,
+            receive_ring: 1 << 4,
+            staged: 1 << 5,
+            pool: 1 << 6,
+            engine: 1 << 7,
+            faults: 1 << 8,
+        };
+        let d = Memory {
+            queue_pair: qp,
+            unexpected: 1 << 9,
+            unexpected_peak: 1 << 20,
+            held_pushes: 1 << 10,
+            held_pushes_peak: 1 << 21,
+            rendezvous: 1 << 11,
+            matching: 1 << 12,
+            send_buffers: 1 << 13,
+            completions: 1 << 14,
+            lent: 0,
+        };
+        let shared = Shared {
+            av: (1 << 15, 4),
+            cqs: 1 << 16,
+            mrs: 1 << 17,
+        };
+        let s = charge(&d, &shared);
+        let want = [
+            (Account::PeerState, 1 << 1),
+            (Account::SendQueue, 1 << 2),
+            (Account::Retransmit, 1 << 3),
+            (Account::ReceiveRing, 1 << 4),
+            (Account::Staged, 1 << 5),
+            (Account::Unexpected, 1 << 9),
+            (Account::HeldPushes, 1 << 10),
+            (Account::SendPool, (1 << 13) | (1 << 6)),
+            (Account::Rendezvous, 1 << 11),
+            (Account::Rma, 1 << 17),
+            (Account::AddressVector, 1 << 15),
+            (Account::CompletionQueues, (1 << 16) | (1 << 14)),
+            (Account::Matching, 1 << 12),
+            (Account::Engine, 1 << 7),
+            (Account::FaultLayer, 1 << 8),
+        ];
+        assert_eq!(want.len(), Account::ALL.len());
+        for (a, bytes) in want {
+            assert_eq!(s.get(a).bytes, bytes, "{a:?}");
+            let peers = s.get(a).peers;
+            assert_eq!(peers.is_some(), a.scale() == Scale::Peers, "{a:?}");
+        }
+        assert_eq!(s.get(Account::AddressVector).peers, Some(4));
+        assert_eq!(s.get(Account::PeerState).peers, Some(3));
+        assert_eq!(s.get(Account::Unexpected).peak, 1 << 20);
+        assert_eq!(s.get(Account::HeldPushes).peak, 1 << 21);
+        assert_eq!(s.total(), (1 << 18) - 2, "bits 1 to 17, each once");
+    }
+
+    /// The application's buffers lent to the queue pair are not charged: taken from the
+    /// engine's flight first, then from the send queue.
+    #[test]
+    fn lent_bytes_are_not_charged() {
+        let mut d = Memory::default();
+        d.queue_pair.retransmit = 100;
+        d.queue_pair.send_queue = 50;
+        d.lent = 120;
+        let s = charge(&d, &Shared::default());
+        assert_eq!(s.get(Account::Retransmit).bytes, 0);
+        assert_eq!(s.get(Account::SendQueue).bytes, 30);
+    }
+}

@@ -629,14 +629,21 @@ mod tests {
             Ok(1)
         };
         let t0 = Instant::now();
+        assert_eq!(layer.held_bytes(), 0);
         layer
-            .submit(t0, &[IoSlice::new(b"x")], &dst(), &mut emit)
+            .submit(t0, &[IoSlice::new(&[7; 1000])], &dst(), &mut emit)
             .unwrap();
         assert_eq!(layer.next_release(), Some(t0 + Duration::from_micros(100)));
         layer.release(t0 + Duration::from_micros(99), &mut emit);
         assert_eq!(layer.held.len(), 1);
+        assert_eq!(
+            layer.held_bytes(),
+            1000,
+            "the memory ledger's fault_layer account"
+        );
         layer.release(t0 + Duration::from_micros(100), &mut emit);
         assert!(layer.held.is_empty());
+        assert_eq!(layer.held_bytes(), 0);
         assert_eq!(sent, 1);
     }
 
