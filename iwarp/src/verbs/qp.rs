@@ -11,6 +11,7 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use super::cq::WorkQueues;
 use super::fault::{FaultConfig, FaultStats};
 use super::rc::{RcPath, RcSettings};
+use super::rc_setup::RcSetup;
 use super::rd::{RdMemory, RdPath, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER};
 use super::startup::{self, Established};
 use super::ud::{ErrorEvent, UdPath};
@@ -285,6 +286,13 @@ impl QueuePair {
         let est = startup::respond(&mut stream, &self.config, private_data, deadline)?;
         let pd = self.establish(stream, est)?;
         Ok((peer, pd))
+    }
+
+    /// RC: takes over a connection set up without blocking ([`RcSetup`]), moving to RTS.
+    /// Returns the peer's private data.
+    pub fn finish_rc(&mut self, setup: RcSetup, est: Established) -> Result<Vec<u8>, VerbsError> {
+        self.require("finish_rc", QpType::Rc, QpState::Init)?;
+        self.establish(setup.into_stream(), est)
     }
 
     fn prepare_stream(&self, stream: &TcpStream) -> Result<(), VerbsError> {

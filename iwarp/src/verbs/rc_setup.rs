@@ -1,0 +1,167 @@
+//! Setting up an RC connection without blocking: a non-blocking TCP connect (or an accepted
+//! stream) and the MPA start-up machine ([`Startup`]), driven by whoever owns the progress
+//! loop. The owner waits on [`RcSetup::socket`] (writable while [`RcSetup::wants_write`],
+//! readable otherwise) and on [`RcSetup::deadline`], calls [`RcSetup::progress`] when either
+//! comes, and hands the result to [`QueuePair::finish_rc`](super::QueuePair::finish_rc).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+
+use super::startup::{Established, Outcome, Startup};
+use super::{QpConfig, VerbsError};
+
+/// Bytes read per call while the exchange runs; what follows the peer's frame is kept.
+const READ_CHUNK: usize = 4096;
+
+/// A connection being set up.
+pub struct RcSetup {
+    stream: TcpStream,
+    machine: Startup,
+    /// The TCP connect has not completed yet.
+    connecting: bool,
+}
+
+fn in_progress(e: &std::io::Error) -> bool {
+    e.kind() == ErrorKind::WouldBlock
+        || e.raw_os_error() == Some(nix::errno::Errno::EINPROGRESS as i32)
+}
+
+impl RcSetup {
+    /// Starts connecting to `addr`; the MPA Request goes once the connection is up. Fails at
+    /// once only if the connect cannot even start.
+    pub fn connect(
+        addr: SocketAddr,
+        config: &QpConfig,
+        private_data: &[u8],
+        now: Instant,
+    ) -> Result<RcSetup, VerbsError> {
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        sock.set_nonblocking(true)?;
+        sock.set_nodelay(true)?;
+        // Before the connect: the window scale is settled in the handshake.
+        if let Some(size) = config.socket_buffer {
+            sock.set_send_buffer_size(size)?;
+            sock.set_recv_buffer_size(size)?;
+        }
+        let connecting = match sock.connect(&addr.into()) {
+            Ok(()) => false,
+            Err(e) if in_progress(&e) => true,
+            Err(e) => return Err(e.into()),
+        };
+        let machine = Startup::initiator(config, private_data, now, config.connect_timeout)?;
+        Ok(RcSetup {
+            stream: sock.into(),
+            machine,
+            connecting,
+        })
+    }
+
+    /// Takes a stream the owner accepted; the peer's Request is awaited.
+    pub fn accept(
+        stream: TcpStream,
+        config: &QpConfig,
+        private_data: &[u8],
+        now: Instant,
+    ) -> Result<RcSetup, VerbsError> {
+        stream.set_nonblocking(true)?;
+        stream.set_nodelay(true)?;
+        if let Some(size) = config.socket_buffer {
+            let s = SockRef::from(&stream);
+            s.set_send_buffer_size(size)?;
+            s.set_recv_buffer_size(size)?;
+        }
+        let machine = Startup::responder(config, private_data, now, config.connect_timeout);
+        Ok(RcSetup {
+            stream,
+            machine,
+            connecting: false,
+        })
+    }
+
+    /// The socket to wait on.
+    pub fn socket(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+
+    /// Wait for the socket to become writable (connecting, or start-up bytes to send); else
+    /// for it to become readable.
+    pub fn wants_write(&self) -> bool {
+        self.connecting || !self.machine.pending_output().is_empty()
+    }
+
+    /// When the set-up fails if it has not finished.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.machine.poll_timeout()
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+
+    /// Does what can be done now without blocking. `Ok(Some(_))`: established (hand it to
+    /// [`QueuePair::finish_rc`](super::QueuePair::finish_rc)); `Ok(None)`: not yet; `Err`: the
+    /// set-up failed (refused, reset, rejected, garbage, or the deadline passed).
+    pub fn progress(&mut self, now: Instant) -> Result<Option<Established>, VerbsError> {
+        if self.connecting {
+            if let Some(e) = self.stream.take_error()? {
+                return Err(e.into());
+            }
+            match self.stream.peer_addr() {
+                Ok(_) => self.connecting = false,
+                Err(e) if e.kind() == ErrorKind::NotConnected => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !self.connecting {
+            self.exchange()?;
+        }
+        self.machine.handle_timeout(now);
+        match self.machine.poll() {
+            Outcome::Pending => Ok(None),
+            Outcome::Established(est) => Ok(Some(est)),
+            Outcome::Failed(e) => Err(e),
+        }
+    }
+
+    /// Writes what the machine has to send and reads what has come, as far as the socket
+    /// lets it now.
+    fn exchange(&mut self) -> Result<(), VerbsError> {
+        while !self.machine.pending_output().is_empty() {
+            match self.stream.write(self.machine.pending_output()) {
+                Ok(0) => return Err(VerbsError::PeerClosed),
+                Ok(n) => self.machine.written(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut chunk = [0u8; READ_CHUNK];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    self.machine.handle_closed();
+                    return Ok(());
+                }
+                Ok(n) => self.machine.handle_input(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The stream, for the queue pair that takes the connection over.
+    pub(crate) fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+
+    /// Time left until the deadline.
+    pub fn time_left(&self, now: Instant) -> Duration {
+        self.machine.time_left(now)
+    }
+}
