@@ -87,7 +87,7 @@ impl DataPath {
     }
 
     pub fn set_min_multi_recv(&mut self, n: usize) {
-        self.st.min_multi_recv = n;
+        self.st.cfg.min_multi_recv = n;
     }
 
     pub fn stats(&self) -> Stats {
@@ -96,14 +96,14 @@ impl DataPath {
 
     /// How far traffic may grow the pools.
     pub fn budget(&self) -> Budget {
-        self.st.budget
+        self.st.cfg.budget
     }
 
     /// FI_EAGAIN while too many sends wait for the queue pair or too many copies for the
     /// peers, after one progress pass to make room.
     fn room(&mut self) -> Result<()> {
         let full = |st: &State| {
-            st.backlog.len() >= BACKLOG_MAX || st.bufs.lent_bytes() >= st.budget.copies
+            st.tx.backlog.len() >= BACKLOG_MAX || st.tx.bufs.lent_bytes() >= st.cfg.budget.copies
         };
         if full(&self.st) {
             self.progress();
@@ -145,12 +145,12 @@ impl DataPath {
 
     fn can_post(&self, o: &Outgoing) -> bool {
         let chunk = matches!(o, Outgoing::Chunk { .. } | Outgoing::Served { .. });
-        self.qp.send_queue_space() > 0 && !(chunk && self.st.chunks_inflight >= CHUNK_WINDOW)
+        self.qp.send_queue_space() > 0 && !(chunk && self.st.tx.chunks_inflight >= CHUNK_WINDOW)
     }
 
     fn flush_backlog(&mut self) {
         let mut posted = false;
-        while let Some(o) = self.st.backlog.front() {
+        while let Some(o) = self.st.tx.backlog.front() {
             if !self.can_post(o) {
                 break;
             }
@@ -160,7 +160,7 @@ impl DataPath {
                 self.qp.cork();
                 posted = true;
             }
-            let o = self.st.backlog.pop_front().expect("front exists");
+            let o = self.st.tx.backlog.pop_front().expect("front exists");
             self.post(o);
         }
         if posted {
@@ -181,7 +181,7 @@ impl DataPath {
                 len,
             } => {
                 // A send failed meanwhile: its remaining chunks are dropped.
-                let Some(s) = self.st.sends.get(&send) else {
+                let Some(s) = self.st.tx.sends.get(&send) else {
                     return;
                 };
                 let mem = s.mem.as_ref().expect("rendezvous sends keep their buffer");
@@ -191,17 +191,23 @@ impl DataPath {
                         // `State::rma` refused an `addr + len` past u64::MAX.
                         let at = addr + offset as u64;
                         let last = offset + len == s.len;
-                        wire::write(&mut header, self.st.name.qpn, key, at, send, last);
+                        wire::write(&mut header, self.st.cfg.name.qpn, key, at, send, last);
                     }
-                    _ => wire::data(&mut header, self.st.name.qpn, recv_id, send, offset as u64),
+                    _ => wire::data(
+                        &mut header,
+                        self.st.cfg.name.qpn,
+                        recv_id,
+                        send,
+                        offset as u64,
+                    ),
                 }
-                self.st.chunks_inflight += 1;
+                self.st.tx.chunks_inflight += 1;
                 // The chunk goes from the application's buffer itself when it is contiguous
                 // (a NIC reading registered memory); the send completes only after the peer
                 // acknowledged every chunk, so the buffer outlives the queue pair's use of it.
                 match mem.lend(offset, len) {
                     Some(lent) => {
-                        self.st.lent += len;
+                        self.st.tx.lent += len;
                         let role = Role::Chunk {
                             send,
                             lent: len as u32,
@@ -210,10 +216,10 @@ impl DataPath {
                     }
                     None => {
                         let role = Role::Chunk { send, lent: 0 };
-                        let mut bytes = self.st.bufs.take(header.len() + len);
+                        let mut bytes = self.st.tx.bufs.take(header.len() + len);
                         bytes.extend_from_slice(&header);
                         mem.read_into(offset, len, &mut bytes);
-                        (s.to, self.st.bufs.freeze(bytes), Vec::new(), role)
+                        (s.to, self.st.tx.bufs.freeze(bytes), Vec::new(), role)
                     }
                 }
             }
@@ -228,8 +234,8 @@ impl DataPath {
                 let n = len.min(CHUNK);
                 // From the pool: a window of fresh chunk-sized buffers, freed together, gives
                 // the heap's top back and costs page faults the next time (`bufs`).
-                let mut bytes = self.st.bufs.take(DATA_HEADER + n);
-                wire::read_data(&mut bytes, self.st.name.qpn, id, offset as u64);
+                let mut bytes = self.st.tx.bufs.take(DATA_HEADER + n);
+                wire::read_data(&mut bytes, self.st.cfg.name.qpn, id, offset as u64);
                 // `on_read` checked `addr + len` against the region.
                 let at = addr + offset as u64;
                 if let Err(r) = self.st.mrs.read(key, at, n, &mut bytes) {
@@ -246,9 +252,9 @@ impl DataPath {
                         len: len - n,
                     });
                 }
-                self.st.chunks_inflight += 1;
+                self.st.tx.chunks_inflight += 1;
                 let role = Role::Served { id, peer: to.addr };
-                (to, self.st.bufs.freeze(bytes), Vec::new(), role)
+                (to, self.st.tx.bufs.freeze(bytes), Vec::new(), role)
             }
         };
         // An inject's completion was reported when it was copied, and its failure has nobody
@@ -270,12 +276,12 @@ impl DataPath {
             Ok(()) => {
                 if let Role::Cts { recv } = role {
                     // The CTS may have waited behind our own sends: the sender's clock starts now.
-                    if let Some(r) = self.st.rndv.get_mut(&recv) {
+                    if let Some(r) = self.st.rx.rndv.get_mut(&recv) {
                         r.last = Instant::now();
                     }
                 }
                 if signaled {
-                    self.st.roles.insert(wr_id, role);
+                    self.st.tx.roles.insert(wr_id, role);
                 }
                 if let Some(rest) = rest {
                     // Behind whatever queued meanwhile: one peer's large read does not hold
@@ -306,8 +312,8 @@ impl DataPath {
             };
             for wc in wcs.drain(..) {
                 if wc.opcode == WcOpcode::Send {
-                    let role =
-                        Role::from_quiet_id(wc.wr_id).or_else(|| self.st.roles.remove(&wc.wr_id));
+                    let role = Role::from_quiet_id(wc.wr_id)
+                        .or_else(|| self.st.tx.roles.remove(&wc.wr_id));
                     if let Some(role) = role {
                         self.st.send_part_done(role, wc.status == WcStatus::Success);
                     }
@@ -319,7 +325,10 @@ impl DataPath {
             }
         }
         self.wcs = wcs;
-        if !self.st.rndv.is_empty() || !self.st.heard.is_empty() || !self.st.sends.is_empty() {
+        if !self.st.rx.rndv.is_empty()
+            || !self.st.live.heard.is_empty()
+            || !self.st.tx.sends.is_empty()
+        {
             self.st.timers(Instant::now());
             self.flush_backlog();
         }
@@ -327,14 +336,14 @@ impl DataPath {
 
     #[cfg(test)]
     pub(crate) fn set_stall_limit(&mut self, limit: std::time::Duration) {
-        self.st.stall_limit = limit;
-        self.st.next_check = Instant::now();
+        self.st.cfg.stall_limit = limit;
+        self.st.live.next_check = Instant::now();
     }
 
     /// Rendezvous receives waiting for their data, and a way to look at them from later.
     #[cfg(test)]
     pub(crate) fn expire_rendezvous_at(&mut self, now: Instant) -> usize {
-        let before = self.st.rndv.len();
+        let before = self.st.rx.rndv.len();
         self.st.expire_stalled(now);
         before
     }
@@ -343,7 +352,7 @@ impl DataPath {
     pub fn idle(&self) -> bool {
         // The queue pair counts every send posted until its completion is polled, unsignaled
         // injects included; a send with a role in `roles` is one of them.
-        self.st.backlog.is_empty() && self.qp.sends_outstanding() == 0
+        self.st.tx.backlog.is_empty() && self.qp.sends_outstanding() == 0
     }
 
     /// The queue pair's transport counters (datagrams, retransmissions, drops).
@@ -408,19 +417,20 @@ impl DataPath {
     /// Entries waiting to be posted.
     #[cfg(test)]
     pub fn backlog_len(&self) -> usize {
-        self.st.backlog.len()
+        self.st.tx.backlog.len()
     }
 
     /// Receives taking pushed chunks, and unexpected messages holding them.
     #[cfg(test)]
     pub fn push_state(&self) -> (usize, usize) {
-        (self.st.pushing_into.len(), self.st.parked.len())
+        (self.st.rx.pushing_into.len(), self.st.rx.parked.len())
     }
 
     pub fn memory(&self) -> Memory {
         use crate::hash::map_bytes;
         let st = &self.st;
         let copies_queued: usize = st
+            .tx
             .backlog
             .iter()
             .map(|o| match o {
@@ -430,25 +440,25 @@ impl DataPath {
             .sum();
         Memory {
             queue_pair: self.qp.rd_memory().unwrap_or_default(),
-            unexpected: st.matcher.account().current(),
-            unexpected_peak: st.matcher.account().peak(),
-            held_pushes: st.parked.memory(),
-            held_pushes_peak: st.parked.peak(),
-            rendezvous: map_bytes(&st.sends)
-                + map_bytes(&st.rndv)
-                + map_bytes(&st.roles)
-                + map_bytes(&st.heard)
-                + map_bytes(&st.pushing_into)
-                + map_bytes(&st.stand_ins)
-                + st.multi.memory_bytes()
-                + st.backlog.capacity() * std::mem::size_of::<Outgoing>()
+            unexpected: st.rx.matcher.account().current(),
+            unexpected_peak: st.rx.matcher.account().peak(),
+            held_pushes: st.rx.parked.memory(),
+            held_pushes_peak: st.rx.parked.peak(),
+            rendezvous: map_bytes(&st.tx.sends)
+                + map_bytes(&st.rx.rndv)
+                + map_bytes(&st.tx.roles)
+                + map_bytes(&st.live.heard)
+                + map_bytes(&st.rx.pushing_into)
+                + map_bytes(&st.strangers.ids)
+                + st.rx.multi.memory_bytes()
+                + st.tx.backlog.capacity() * std::mem::size_of::<Outgoing>()
                 // Copies not yet posted: the queue pair does not hold them yet.
                 + copies_queued,
-            matching: st.matcher.structure_bytes(),
-            send_buffers: st.bufs.spare_bytes() + st.bufs.slack_bytes(),
+            matching: st.rx.matcher.structure_bytes(),
+            send_buffers: st.tx.bufs.spare_bytes() + st.tx.bufs.slack_bytes(),
             completions: self.wcs.capacity() * std::mem::size_of::<WorkCompletion>()
                 + self.qp.work_queue_bytes(),
-            lent: st.lent,
+            lent: st.tx.lent,
         }
     }
 

@@ -141,21 +141,53 @@ pub struct Memory {
 }
 
 /// Everything but the queue pair: what the arrivals, which the queue pair lends while it is
-/// being polled, are handled with. Sends it makes meanwhile wait in `backlog`.
+/// being polled, are handled with. Sends it makes meanwhile wait in `tx.backlog`.
 struct State {
+    cfg: Settings,
+    /// Set by `enable`.
+    av: Option<Arc<AddressVector>>,
+    out: Outputs,
+    tx: Sending,
+    rx: Receiving,
+    live: Liveness,
+    strangers: StandIns,
+    pub stats: Stats,
+    /// The domain's memory regions, which peers' RMA names (set by `enable`).
+    mrs: SharedMrs,
+}
+
+/// What the endpoint was configured with.
+struct Settings {
     name: EpName,
     eager: usize,
     /// Bytes of a rendezvous send pushed before the answer.
     push: usize,
-    /// Set by `enable`.
-    av: Option<Arc<AddressVector>>,
-    out: Outputs,
+    /// FI_DIRECTED_RECV: a receive's source address restricts it.
     directed: bool,
     pub min_multi_recv: usize,
-    matcher: Matcher<Recv, Held>,
+    /// How long a rendezvous receive may go without hearing from its sender.
+    stall_limit: Duration,
+    /// How far traffic may grow the pools.
+    budget: Budget,
+}
+
+/// Operations of ours under way: their ids, the roles of the queue-pair sends they made, what
+/// waits for room in the queue pair, and the copies it holds.
+struct Sending {
     next_id: u64,
     roles: Map<u64, Role>,
     sends: Map<u64, PendingSend>,
+    backlog: VecDeque<Outgoing>,
+    chunks_inflight: usize,
+    /// Bytes of the application's buffers the queue pair holds (chunks sent from them).
+    lent: usize,
+    /// Buffers for copied sends, reused.
+    bufs: SendBufs,
+}
+
+/// Receives and the messages that meet them.
+struct Receiving {
+    matcher: Matcher<Recv, Held>,
     rndv: Map<u64, RndvRecv>,
     /// Multi-receive buffers whose rendezvous pieces are still arriving.
     multi: MultiInFlight,
@@ -163,40 +195,34 @@ struct State {
     pushing_into: Map<PushKey, u64>,
     /// Pushed chunks of unexpected messages.
     parked: Parked,
-    /// How long a rendezvous receive may go without hearing from its sender.
-    stall_limit: Duration,
+}
+
+/// Whether the peers we wait on are alive.
+struct Liveness {
     /// When each sender was last heard from, while rendezvous receives wait.
     heard: Map<SocketAddr, Instant>,
     /// When the rendezvous timers (`timers`) next look at the receives and sends.
     next_check: Instant,
-    backlog: VecDeque<Outgoing>,
-    chunks_inflight: usize,
-    /// Bytes of the application's buffers the queue pair holds (chunks sent from them).
-    lent: usize,
-    /// The matcher's ids for senders the AV does not hold. A peer can send as soon as it has
-    /// inserted our address: before we insert its (MPICH's init), or without our ever
-    /// inserting it (Open MPI inserts a peer only to send to it or receive from it by name).
-    /// Its messages match receives from any peer at once; once the AV holds it, those still
-    /// queued pass to its handle, so the receives directed at it find them, in order.
-    stand_ins: Map<SocketAddr, PeerId>,
-    next_stand_in: u32,
+}
+
+/// The matcher's ids for senders the AV does not hold. A peer can send as soon as it has
+/// inserted our address: before we insert its (MPICH's init), or without our ever inserting
+/// it (Open MPI inserts a peer only to send to it or receive from it by name). Its messages
+/// match receives from any peer at once; once the AV holds it, those still queued pass to its
+/// handle, so the receives directed at it find them, in order.
+struct StandIns {
+    ids: Map<SocketAddr, PeerId>,
+    next: u32,
     /// The AV's insertion count when the stand-ins were last looked up in it.
     av_seen: usize,
-    pub stats: Stats,
-    /// Buffers for copied sends, reused.
-    bufs: SendBufs,
-    /// The domain's memory regions, which peers' RMA names (set by `enable`).
-    mrs: SharedMrs,
-    /// How far traffic may grow the pools.
-    budget: Budget,
 }
 
 impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("State")
-            .field("name", &self.name)
-            .field("sends", &self.sends.len())
-            .field("backlog", &self.backlog.len())
+            .field("name", &self.cfg.name)
+            .field("sends", &self.tx.sends.len())
+            .field("backlog", &self.tx.backlog.len())
             .finish_non_exhaustive()
     }
 }
@@ -210,34 +236,44 @@ impl State {
         budget: Budget,
     ) -> State {
         State {
-            name,
-            eager,
-            push,
+            cfg: Settings {
+                name,
+                eager,
+                push,
+                directed: true,
+                min_multi_recv: crate::endpoint::DEFAULT_MIN_MULTI_RECV,
+                stall_limit,
+                budget,
+            },
             av: None,
             out: Outputs::default(),
-            directed: true,
-            min_multi_recv: crate::endpoint::DEFAULT_MIN_MULTI_RECV,
-            matcher: Matcher::default(),
-            next_id: 1,
-            roles: Map::default(),
-            sends: Map::default(),
-            rndv: Map::default(),
-            multi: MultiInFlight::default(),
-            pushing_into: Map::default(),
-            parked: Parked::new(budget.held_pushes),
-            stall_limit,
-            heard: Map::default(),
-            next_check: Instant::now(),
-            backlog: VecDeque::new(),
-            chunks_inflight: 0,
-            lent: 0,
-            stand_ins: Map::default(),
-            next_stand_in: STAND_IN_BASE,
-            av_seen: 0,
+            tx: Sending {
+                next_id: 1,
+                roles: Map::default(),
+                sends: Map::default(),
+                backlog: VecDeque::new(),
+                chunks_inflight: 0,
+                lent: 0,
+                bufs: SendBufs::new(budget.spare),
+            },
+            rx: Receiving {
+                matcher: Matcher::default(),
+                rndv: Map::default(),
+                multi: MultiInFlight::default(),
+                pushing_into: Map::default(),
+                parked: Parked::new(budget.held_pushes),
+            },
+            live: Liveness {
+                heard: Map::default(),
+                next_check: Instant::now(),
+            },
+            strangers: StandIns {
+                ids: Map::default(),
+                next: STAND_IN_BASE,
+                av_seen: 0,
+            },
             stats: Stats::default(),
-            bufs: SendBufs::new(budget.spare),
             mrs: SharedMrs::default(),
-            budget,
         }
     }
 
@@ -247,7 +283,7 @@ impl State {
         self.mrs = mrs;
         self.av = Some(av);
         self.out = out;
-        self.directed = directed;
+        self.cfg.directed = directed;
     }
 
     fn av(&self) -> Result<&Arc<AddressVector>> {
@@ -255,8 +291,8 @@ impl State {
     }
 
     fn id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
+        self.tx.next_id += 1;
+        self.tx.next_id
     }
 
     // ---- sends ------------------------------------------------------------------------
@@ -279,7 +315,7 @@ impl State {
         if self.is_self(&name) {
             // To itself: no queue pair involved, and no rendezvous needed.
             let mut bytes = Vec::with_capacity(MATCH_HEADER + len);
-            wire::eager(&mut bytes, self.name.qpn, &m);
+            wire::eager(&mut bytes, self.cfg.name.qpn, &m);
             a.mem.read_into(0, len, &mut bytes);
             self.handle_message(to.addr, &bytes);
             let c = send_completion(a.kind, a.context, len);
@@ -289,9 +325,9 @@ impl State {
         let id = self.id();
         let pending = PendingSend::new(Op::Send, a.kind, a.context, a.flags, a.tag, len, to);
         // An inject is copied whatever the eager size: its buffer is the caller's again at once.
-        if len <= self.eager || inject {
-            let mut bytes = self.bufs.take(MATCH_HEADER + len);
-            wire::eager(&mut bytes, self.name.qpn, &m);
+        if len <= self.cfg.eager || inject {
+            let mut bytes = self.tx.bufs.take(MATCH_HEADER + len);
+            wire::eager(&mut bytes, self.cfg.name.qpn, &m);
             a.mem.read_into(0, len, &mut bytes);
             // A copied send asked for no completion level that needs the peer (Open MPI asks
             // for none; MPICH for FI_DELIVERY_COMPLETE but in its non-contiguous
@@ -307,25 +343,25 @@ impl State {
                     .tx_done(send_completion(a.kind, a.context, len), a.flags, FI_SEND);
                 Role::Free
             } else {
-                self.sends.insert(id, pending);
+                self.tx.sends.insert(id, pending);
                 Role::Part { send: id }
             };
             self.submit(Outgoing::Message {
                 to,
-                bytes: self.bufs.freeze(bytes),
+                bytes: self.tx.bufs.freeze(bytes),
                 role,
             });
         } else {
-            let pushed = len.min(self.push);
+            let pushed = len.min(self.cfg.push);
             let mut bytes = Vec::with_capacity(MATCH_HEADER);
-            wire::rts(&mut bytes, self.name.qpn, &m, id, pushed > 0);
+            wire::rts(&mut bytes, self.cfg.name.qpn, &m, id, pushed > 0);
             self.submit(Outgoing::Message {
                 to,
                 bytes: bytes.into(),
                 role: Role::Rts { send: id },
             });
             let outstanding = self.submit_chunks(id, None, 0..pushed);
-            self.sends.insert(
+            self.tx.sends.insert(
                 id,
                 PendingSend {
                     mem: Some(a.mem),
@@ -357,12 +393,12 @@ impl State {
 
     /// Whether `name` is this endpoint's own.
     fn is_self(&self, name: &EpName) -> bool {
-        name.udp_addr() == self.name.udp_addr() && name.qpn == self.name.qpn
+        name.udp_addr() == self.cfg.name.udp_addr() && name.qpn == self.cfg.name.qpn
     }
 
     /// Queues a send for the queue pair; the driver posts it as soon as there is room.
     fn submit(&mut self, o: Outgoing) {
-        self.backlog.push_back(o);
+        self.tx.backlog.push_back(o);
     }
 
     /// One queue-pair send of `role` completed (or failed).
@@ -386,14 +422,14 @@ impl State {
                 return;
             }
             Role::Chunk { send, lent } => {
-                self.chunks_inflight -= 1;
-                self.lent -= lent as usize;
+                self.tx.chunks_inflight -= 1;
+                self.tx.lent -= lent as usize;
                 send
             }
             Role::Served { id, peer } => {
-                self.chunks_inflight -= 1;
+                self.tx.chunks_inflight -= 1;
                 if !ok {
-                    self.backlog.retain(|o| {
+                    self.tx.backlog.retain(|o| {
                         !matches!(o, Outgoing::Served { id: i, to, .. }
                             if *i == id && to.addr == peer)
                     });
@@ -403,7 +439,7 @@ impl State {
             Role::Part { send } | Role::Rts { send } => send,
         };
         if !ok {
-            if let Some(s) = self.sends.remove(&send) {
+            if let Some(s) = self.tx.sends.remove(&send) {
                 diag!(
                     Warn,
                     EpData,
@@ -415,7 +451,7 @@ impl State {
             }
             return;
         }
-        let Some(s) = self.sends.get_mut(&send) else {
+        let Some(s) = self.tx.sends.get_mut(&send) else {
             return;
         };
         s.outstanding = s.outstanding.saturating_sub(1);
@@ -425,7 +461,7 @@ impl State {
     }
 
     fn complete_send(&mut self, send: u64) {
-        if let Some(s) = self.sends.remove(&send) {
+        if let Some(s) = self.tx.sends.remove(&send) {
             let refused = matches!(s.op, Op::Write { refused: true, .. });
             if refused {
                 diag!(
@@ -465,7 +501,7 @@ impl State {
     /// pushed if `taken`.
     fn on_cts(&mut self, src: SocketAddr, handle: u64, recv_id: u64, wanted: u64, taken: bool) {
         // Only from the send's receiver: handles are sequential, so another peer could name it.
-        let Some(s) = self.sends.get_mut(&handle).filter(|s| s.to.addr == src) else {
+        let Some(s) = self.tx.sends.get_mut(&handle).filter(|s| s.to.addr == src) else {
             self.stats.stray += 1;
             return;
         };
@@ -480,15 +516,15 @@ impl State {
         // Pushed chunks still queued from there on need not go.
         let mut unqueued = 0;
         if s.pushed > kept {
-            let before = self.backlog.len();
-            self.backlog.retain(|o| {
+            let before = self.tx.backlog.len();
+            self.tx.backlog.retain(|o| {
                 !matches!(o, Outgoing::Chunk { send, recv_id: None, offset, .. }
                     if *send == handle && *offset >= kept)
             });
-            unqueued = (before - self.backlog.len()) as u32;
+            unqueued = (before - self.tx.backlog.len()) as u32;
         }
         let added = self.submit_chunks(handle, Some(recv_id), kept..n);
-        let s = self.sends.get_mut(&handle).expect("looked up above");
+        let s = self.tx.sends.get_mut(&handle).expect("looked up above");
         s.outstanding = s.outstanding - unqueued + added;
         if s.outstanding == 0 {
             self.complete_send(handle);
@@ -506,7 +542,7 @@ impl State {
         let mut bytes = Vec::with_capacity(wire::CTS_HEADER);
         wire::cts(
             &mut bytes,
-            self.name.qpn,
+            self.cfg.name.qpn,
             handle,
             recv_id,
             wanted as u64,
@@ -527,13 +563,14 @@ impl State {
     /// Fails every send to `peer` with FI_EIO: it did not acknowledge a probe.
     fn fail_sends_to(&mut self, peer: SocketAddr) {
         let ids: Vec<u64> = self
+            .tx
             .sends
             .iter()
             .filter(|(_, s)| s.to.addr == peer)
             .map(|(&id, _)| id)
             .collect();
         for id in ids {
-            if let Some(s) = self.sends.remove(&id) {
+            if let Some(s) = self.tx.sends.remove(&id) {
                 diag!(
                     Warn,
                     EpData,
@@ -552,6 +589,7 @@ impl State {
     /// PING also tells the peer's receives from us that we are alive.
     fn ping_peers(&mut self) {
         let mut peers: Vec<AddressHandle> = self
+            .tx
             .sends
             .values()
             .filter(|s| s.mem.is_some() || !s.cleared)
@@ -561,7 +599,7 @@ impl State {
         peers.dedup();
         for to in peers {
             let mut bytes = Vec::with_capacity(wire::PING_LEN);
-            wire::ping(&mut bytes, self.name.qpn);
+            wire::ping(&mut bytes, self.cfg.name.qpn);
             self.submit(Outgoing::Message {
                 to,
                 bytes: bytes.into(),
@@ -594,15 +632,15 @@ impl State {
 
     /// Removes rendezvous receive `recv_id`; chunks still pushed into it will be dropped.
     fn end_rndv(&mut self, recv_id: u64) -> Option<RndvRecv> {
-        let r = self.rndv.remove(&recv_id)?;
+        let r = self.rx.rndv.remove(&recv_id)?;
         // Only if the key is still this receive's: a sender restarted on the same address
         // reuses handles, and its new receive may hold the key now.
         if let Some(key) = r
             .push_key
-            .filter(|k| self.pushing_into.get(k) == Some(&recv_id))
+            .filter(|k| self.rx.pushing_into.get(k) == Some(&recv_id))
         {
-            self.pushing_into.remove(&key);
-            crate::hash::shrink(&mut self.pushing_into);
+            self.rx.pushing_into.remove(&key);
+            crate::hash::shrink(&mut self.rx.pushing_into);
         }
         Some(r)
     }
@@ -610,8 +648,8 @@ impl State {
     /// Anything from `src` shows it alive: its rendezvous receives here may be waiting behind
     /// its other transfers to us, which it sends first. Kept only while receives wait.
     fn heard_from(&mut self, src: SocketAddr) {
-        if !self.rndv.is_empty() {
-            self.heard.insert(src, Instant::now());
+        if !self.rx.rndv.is_empty() {
+            self.live.heard.insert(src, Instant::now());
         }
     }
 
@@ -619,12 +657,12 @@ impl State {
     /// receives after 1 to 1.25 peer timeouts): stalled receives expire, waiting sends probe
     /// their peers. Between checks a poll pays one comparison.
     fn timers(&mut self, now: Instant) {
-        if now < self.next_check {
+        if now < self.live.next_check {
             return;
         }
-        self.next_check = now + self.stall_limit / 4;
+        self.live.next_check = now + self.cfg.stall_limit / 4;
         self.expire_stalled(now);
-        if !self.sends.is_empty() {
+        if !self.tx.sends.is_empty() {
             self.ping_peers();
         }
     }
@@ -632,13 +670,14 @@ impl State {
     /// Fails the rendezvous receives that heard nothing from their sender for longer than
     /// the peer timeout.
     fn expire_stalled(&mut self, now: Instant) {
-        if self.rndv.is_empty() {
-            self.heard.clear();
+        if self.rx.rndv.is_empty() {
+            self.live.heard.clear();
             return;
         }
-        let limit = self.stall_limit;
-        let heard = &self.heard;
+        let limit = self.cfg.stall_limit;
+        let heard = &self.live.heard;
         let stalled: Vec<u64> = self
+            .rx
             .rndv
             .iter()
             .filter(|(_, r)| {
@@ -656,11 +695,11 @@ impl State {
 
     pub fn recv(&mut self, a: RecvArgs) -> Result<()> {
         let inserted = self.av()?.insertions();
-        if inserted != self.av_seen {
-            self.av_seen = inserted;
+        if inserted != self.strangers.av_seen {
+            self.strangers.av_seen = inserted;
             self.name_stand_ins();
         }
-        let peer = if self.directed && a.src != FI_ADDR_UNSPEC {
+        let peer = if self.cfg.directed && a.src != FI_ADDR_UNSPEC {
             PeerId(
                 u32::try_from(a.src)
                     .ok()
@@ -678,7 +717,7 @@ impl State {
         let recv = Recv {
             mem: a.mem,
             flags: a.flags,
-            multi: (a.flags & FI_MULTI_RECV != 0).then(|| self.multi.new_id()),
+            multi: (a.flags & FI_MULTI_RECV != 0).then(|| self.rx.multi.new_id()),
         };
         if a.flags & FI_PEEK != 0 {
             self.peek(a.kind, spec, a.flags);
@@ -692,14 +731,15 @@ impl State {
                 return Err(Errno::INVAL);
             }
             let mut taken = Vec::new();
-            self.matcher
-                .post_multi(spec, self.min_multi_recv, recv, &mut taken);
+            self.rx
+                .matcher
+                .post_multi(spec, self.cfg.min_multi_recv, recv, &mut taken);
             for t in taken {
                 self.take(Kind::Msg, t);
             }
             return Ok(());
         }
-        if let Post::Matched(t) = self.matcher.post(a.kind, spec, recv) {
+        if let Post::Matched(t) = self.rx.matcher.post(a.kind, spec, recv) {
             self.take(a.kind, t);
         }
         Ok(())
@@ -715,6 +755,7 @@ impl State {
             }
             Held::Rndv { handle, from } => {
                 let pushes = self
+                    .rx
                     .parked
                     .take((from.addr, handle))
                     .map_or(Pushes::None, Pushes::Parked);
@@ -725,14 +766,18 @@ impl State {
 
     fn peek(&mut self, kind: Kind, spec: RecvSpec, flags: u64) {
         let found = if flags & FI_CLAIM != 0 {
-            self.matcher.peek_claim(kind, &spec).found().map(|(h, _)| h)
+            self.rx
+                .matcher
+                .peek_claim(kind, &spec)
+                .found()
+                .map(|(h, _)| h)
         } else if flags & FI_DISCARD != 0 {
-            self.matcher.peek_discard(kind, &spec).found().map(|m| {
+            self.rx.matcher.peek_discard(kind, &spec).found().map(|m| {
                 self.release(m.payload);
                 m.header
             })
         } else {
-            match self.matcher.peek(kind, &spec) {
+            match self.rx.matcher.peek(kind, &spec) {
                 Peek::Found(h) => Some(h),
                 Peek::NoMessage => None,
             }
@@ -756,6 +801,7 @@ impl State {
     fn claim(&mut self, kind: Kind, spec: RecvSpec, recv: Recv, flags: u64) -> Result<()> {
         if flags & FI_DISCARD != 0 {
             let m = self
+                .rx
                 .matcher
                 .claim_discard(kind, spec.context)
                 .ok_or(Errno::INVAL)?;
@@ -765,6 +811,7 @@ impl State {
             return Ok(());
         }
         let t = self
+            .rx
             .matcher
             .claim(kind, spec, recv)
             .map_err(|_| Errno::INVAL)?;
@@ -775,13 +822,17 @@ impl State {
     /// A buffered message is dropped: a rendezvous sender is told to send nothing.
     fn release(&mut self, held: Held) {
         if let Held::Rndv { handle, from } = held {
-            self.parked.take((from.addr, handle));
+            self.rx.parked.take((from.addr, handle));
             self.send_cts(from, handle, 0, 0, false);
         }
     }
 
     pub fn cancel(&mut self, context: usize) -> Result<()> {
-        let c = self.matcher.cancel(Context(context)).ok_or(Errno::NOENT)?;
+        let c = self
+            .rx
+            .matcher
+            .cancel(Context(context))
+            .ok_or(Errno::NOENT)?;
         let mut flags = FI_RECV | kind_flag(c.kind);
         if c.multi_recv {
             flags |= FI_MULTI_RECV;
@@ -792,7 +843,7 @@ impl State {
             ..Completion::default()
         };
         let now = match c.recv.multi {
-            Some(id) => self.multi.cancelled(id, comp),
+            Some(id) => self.rx.multi.cancelled(id, comp),
             None => Some(comp),
         };
         self.report_cancelled(now);
@@ -807,22 +858,22 @@ impl State {
     /// stand-in (a new one the first time).
     fn label(&mut self, src: SocketAddr) -> PeerId {
         let peer = self.peer_of(src);
-        if self.stand_ins.is_empty() && (peer != UNKNOWN_PEER || self.av.is_none()) {
+        if self.strangers.ids.is_empty() && (peer != UNKNOWN_PEER || self.av.is_none()) {
             return peer;
         }
-        match self.stand_ins.get(&src).copied() {
+        match self.strangers.ids.get(&src).copied() {
             Some(s) if peer != UNKNOWN_PEER => {
                 // Its earlier messages take the handle first: they are older.
-                self.matcher.relabel(s, peer);
-                self.stand_ins.remove(&src);
+                self.rx.matcher.relabel(s, peer);
+                self.strangers.ids.remove(&src);
                 peer
             }
             Some(s) => s,
-            None if peer != UNKNOWN_PEER || self.next_stand_in == UNKNOWN_PEER.0 => peer,
+            None if peer != UNKNOWN_PEER || self.strangers.next == UNKNOWN_PEER.0 => peer,
             None => {
-                let s = PeerId(self.next_stand_in);
-                self.next_stand_in += 1;
-                self.stand_ins.insert(src, s);
+                let s = PeerId(self.strangers.next);
+                self.strangers.next += 1;
+                self.strangers.ids.insert(src, s);
                 s
             }
         }
@@ -833,18 +884,19 @@ impl State {
         let Some(av) = self.av.as_ref() else {
             return;
         };
-        let handles = av.handles_of(self.stand_ins.keys().copied());
+        let handles = av.handles_of(self.strangers.ids.keys().copied());
         let named: Vec<(SocketAddr, PeerId, PeerId)> = self
-            .stand_ins
+            .strangers
+            .ids
             .iter()
             .zip(handles)
             .filter_map(|((&src, &s), h)| Some((src, s, matcher_id(h)?)))
             .collect();
         for (src, s, peer) in named {
-            self.matcher.relabel(s, peer);
-            self.stand_ins.remove(&src);
+            self.rx.matcher.relabel(s, peer);
+            self.strangers.ids.remove(&src);
         }
-        crate::hash::shrink(&mut self.stand_ins);
+        crate::hash::shrink(&mut self.strangers.ids);
     }
 
     fn recv_completion(
@@ -901,7 +953,7 @@ impl State {
         c: &mut Completion,
     ) -> Option<Completion> {
         let id = d.recv.multi?;
-        let done = self.multi.finished(id, rndv, d.released);
+        let done = self.rx.multi.finished(id, rndv, d.released);
         if done.releases {
             c.flags |= FI_MULTI_RECV;
         }
@@ -928,13 +980,13 @@ impl State {
             return;
         }
         if let Some(id) = d.recv.multi {
-            self.multi.started(id);
+            self.rx.multi.started(id);
         }
         let recv_id = self.id();
         let taken = !matches!(pushes, Pushes::None);
         self.send_cts(from, handle, recv_id, d.placed, taken);
         let key = (from.addr, handle);
-        self.rndv.insert(
+        self.rx.rndv.insert(
             recv_id,
             RndvRecv {
                 kind,
@@ -946,7 +998,7 @@ impl State {
             },
         );
         if taken {
-            self.pushing_into.insert(key, recv_id);
+            self.rx.pushing_into.insert(key, recv_id);
         }
         // Held chunks go in as later ones will; the last byte completes the receive.
         if let Pushes::Parked(pieces) = pushes {
@@ -989,6 +1041,7 @@ impl State {
                     protocol: Protocol::Eager,
                 };
                 let arrival = self
+                    .rx
                     .matcher
                     .arrive(m.kind, header, |_| Held::Eager(payload.into()));
                 if let Arrival::Matched(d) = arrival {
@@ -1010,6 +1063,7 @@ impl State {
                     protocol: Protocol::Rendezvous { handle },
                 };
                 let arrival = self
+                    .rx
                     .matcher
                     .arrive(m.kind, header, |_| Held::Rndv { handle, from });
                 match arrival {
@@ -1017,7 +1071,7 @@ impl State {
                         let pushes = if pushed { Pushes::Coming } else { Pushes::None };
                         self.start_rndv(m.kind, d, handle, from, pushes);
                     }
-                    Arrival::Buffered(_) if pushed => self.parked.open((src, handle)),
+                    Arrival::Buffered(_) if pushed => self.rx.parked.open((src, handle)),
                     Arrival::Buffered(_) => {}
                 }
             }
@@ -1059,7 +1113,7 @@ impl State {
     }
 
     fn on_data(&mut self, src: SocketAddr, recv_id: u64, offset: u64, payload: &[u8]) {
-        let Some(r) = self.rndv.get_mut(&recv_id) else {
+        let Some(r) = self.rx.rndv.get_mut(&recv_id) else {
             self.stats.stray += 1;
             return;
         };
@@ -1083,11 +1137,11 @@ impl State {
     /// A pushed chunk, in its turn (its RTS was handled).
     fn on_push(&mut self, src: SocketAddr, handle: u64, offset: u64, payload: &[u8]) {
         let key = (src, handle);
-        if let Some(&recv_id) = self.pushing_into.get(&key) {
+        if let Some(&recv_id) = self.rx.pushing_into.get(&key) {
             self.push_into(src, recv_id, offset, payload, true);
             return;
         }
-        match self.parked.park(key, offset, payload) {
+        match self.rx.parked.park(key, offset, payload) {
             Parking::Held => self.stats.push_parked += 1,
             Parking::Refused | Parking::Unknown => self.stats.push_dropped += 1,
         }
@@ -1104,6 +1158,7 @@ impl State {
         first: bool,
     ) {
         let fitting = self
+            .rx
             .rndv
             .get(&recv_id)
             .and_then(|r| clip(&r.delivery, offset, payload));
@@ -1155,7 +1210,7 @@ impl RdReceiver for State {
                     handle, offset: at, ..
                 },
             )) => {
-                match self.pushing_into.get(&(src, handle)) {
+                match self.rx.pushing_into.get(&(src, handle)) {
                     Some(&recv_id) => (recv_id, at, true),
                     None if offset == 0 => return false,
                     // Taken, and its receive ended since (a short receive is full): counted

@@ -48,20 +48,20 @@ impl State {
         if !write {
             s.mem = Some(a.mem);
             let mut bytes = Vec::with_capacity(wire::READ_LEN);
-            wire::read(&mut bytes, self.name.qpn, id, a.key, a.addr, len as u64);
-            self.sends.insert(id, s);
+            wire::read(&mut bytes, self.cfg.name.qpn, id, a.key, a.addr, len as u64);
+            self.tx.sends.insert(id, s);
             self.submit(Outgoing::Message {
                 to,
                 bytes: bytes.into(),
                 role: Role::Part { send: id },
             });
-        } else if inject || len <= self.eager {
+        } else if inject || len <= self.cfg.eager {
             // Copied, as an eager send is: an inject's buffer is the caller's again at once.
-            let mut bytes = self.bufs.take(wire::WRITE_HEADER + len);
-            wire::write(&mut bytes, self.name.qpn, a.key, a.addr, id, true);
+            let mut bytes = self.tx.bufs.take(wire::WRITE_HEADER + len);
+            wire::write(&mut bytes, self.cfg.name.qpn, a.key, a.addr, id, true);
             a.mem.read_into(0, len, &mut bytes);
-            self.sends.insert(id, s);
-            let bytes = self.bufs.freeze(bytes);
+            self.tx.sends.insert(id, s);
+            let bytes = self.tx.bufs.freeze(bytes);
             self.submit(Outgoing::Message {
                 to,
                 bytes,
@@ -70,9 +70,9 @@ impl State {
         } else {
             // Chunks go from the caller's buffer when they are posted (`driver`).
             s.mem = Some(a.mem);
-            self.sends.insert(id, s);
+            self.tx.sends.insert(id, s);
             let n = self.submit_chunks(id, None, 0..len);
-            self.sends.get_mut(&id).expect("inserted").outstanding = n;
+            self.tx.sends.get_mut(&id).expect("inserted").outstanding = n;
         }
         Ok(())
     }
@@ -148,7 +148,7 @@ impl State {
 
     /// Bytes for our read `id`.
     pub(super) fn on_read_data(&mut self, src: SocketAddr, id: u64, offset: u64, payload: &[u8]) {
-        let Some(s) = self.sends.get_mut(&id) else {
+        let Some(s) = self.tx.sends.get_mut(&id) else {
             self.stats.stray += 1;
             return;
         };
@@ -175,6 +175,7 @@ impl State {
     /// it answers a write's last chunk.
     pub(super) fn on_rma_answer(&mut self, src: SocketAddr, id: u64, errno: u64, last: bool) {
         let Some(s) = self
+            .tx
             .sends
             .get_mut(&id)
             .filter(|s| s.op != Op::Send && s.to.addr == src)
@@ -194,7 +195,7 @@ impl State {
             }
             Op::Read { .. } if errno != 0 => {
                 // Nothing of ours is lent to a read: it can end at once.
-                let s = self.sends.remove(&id).expect("looked up above");
+                let s = self.tx.sends.remove(&id).expect("looked up above");
                 diag!(
                     Warn,
                     EpData,
@@ -215,7 +216,7 @@ impl State {
 
     fn answer(&mut self, to: AddressHandle, id: u64, errno: u64, last: bool) {
         let mut bytes = Vec::with_capacity(wire::RMA_ANSWER_LEN);
-        wire::rma_answer(&mut bytes, self.name.qpn, id, errno, last);
+        wire::rma_answer(&mut bytes, self.cfg.name.qpn, id, errno, last);
         self.submit(Outgoing::Message {
             to,
             bytes: bytes.into(),
