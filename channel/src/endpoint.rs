@@ -6,7 +6,6 @@ use std::hash::BuildHasher;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -23,6 +22,7 @@ use crate::ffi::sys::*;
 use crate::info::{negotiate, Info, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::memory::report::{Counters, Heap, Report, SCHEMA};
 use crate::memory::{self, Shared, Watch};
+use crate::progress::{Ticker, TICK};
 
 /// Until the application sets FI_OPT_MIN_MULTI_RECV, a multi-receive buffer is released once
 /// less than this much of it is left (MPICH sets the same value itself).
@@ -54,13 +54,6 @@ struct State {
     rx_op_flags: u64,
 }
 
-/// The progress thread of an enabled endpoint.
-#[derive(Debug)]
-struct Ticker {
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<()>,
-}
-
 #[derive(Debug)]
 pub struct Endpoint {
     pub domain: Arc<Domain>,
@@ -88,21 +81,6 @@ pub struct Endpoint {
 /// samples at each of its wakes too): peaks the layers do not track themselves are seen at
 /// this grain.
 const SAMPLE_EVERY: u64 = 1024;
-
-/// The progress thread wakes at least this often while the application does not poll, so
-/// peers are acknowledged even when no timer is due.
-const TICK: Duration = Duration::from_millis(10);
-
-/// The thread leaves progress to the application while it polled within this long.
-const APP_ACTIVE: Duration = Duration::from_millis(2);
-
-/// After an arrival woke the thread, it does not wake for arrivals again for this long (timers
-/// still wake it). Each wake takes the core from the computing application (NPB LU class A
-/// on 2 ranks: some 16 000 wakes per rank, 15.4-15.9 s against 13.1 s with them paced at 3 ms,
-/// where Open MPI's TCP BTL took 13.3-14.2 s). What waits meanwhile: a rendezvous with a rank
-/// that computes (over TCP it would wait for the application to call MPI), and acknowledgements
-/// of sends above the inject size, whose senders' timers have learned the lag.
-const ARRIVAL_PACE: Duration = Duration::from_millis(2);
 
 /// After its own data is acknowledged, a closing endpoint keeps answering this long, so the
 /// acknowledgement a peer's last send waits for still goes out.
@@ -269,15 +247,40 @@ impl Endpoint {
     }
 
     fn start_ticker(self: &Arc<Self>) -> Ticker {
-        let stop = Arc::new(AtomicBool::new(false));
-        let weak = Arc::downgrade(self);
-        let flag = Arc::clone(&stop);
-        let arrivals = self.arrivals.lock().take();
-        let thread = std::thread::Builder::new()
-            .name("diwarp-progress".into())
-            .spawn(move || tick(&weak, &flag, arrivals.as_ref()))
-            .expect("spawn the progress thread");
-        Ticker { stop, thread }
+        Ticker::start(Arc::downgrade(self), self.arrivals.lock().take())
+    }
+
+    /// Progress calls the application made so far.
+    pub(crate) fn polls(&self) -> u64 {
+        self.polls.load(Ordering::Relaxed)
+    }
+
+    /// How long the progress thread sleeps at most while nothing is due.
+    pub(crate) fn tick(&self) -> Duration {
+        Duration::from_micros(self.tick_us.load(Ordering::Relaxed))
+    }
+
+    /// The progress thread's turn, if the data path is free: progress, every ACK owed sent (nobody
+    /// polls to reply soon, and an ACK left waiting would cost a wake), a ledger sample. Returns
+    /// when something is next due, and whether a wake by an arrival (`woke_readable`) found
+    /// nothing to take (`taken`: datagrams read so far), so the next wait should not watch.
+    pub(crate) fn try_progress_alone(
+        &self,
+        taken: &mut u64,
+        woke_readable: bool,
+    ) -> Option<(Instant, bool)> {
+        let mut d = self.data.try_lock()?;
+        self.wakes.fetch_add(1, Ordering::Relaxed);
+        d.progress();
+        d.flush_acks();
+        let now_taken = d.datagrams_read();
+        let stuck = woke_readable && now_taken == *taken;
+        *taken = now_taken;
+        let far = Instant::now() + self.tick();
+        let due = d.next_deadline().unwrap_or(far);
+        drop(d);
+        self.record_memory();
+        Some((due, stuck))
     }
 
     /// Sets how long the progress thread sleeps at most while nothing is due.
@@ -336,9 +339,7 @@ impl Endpoint {
     /// barrier, and the peer still needs those bytes (and our acknowledgements).
     pub fn shutdown(&self) {
         if let Some(t) = self.ticker.lock().take() {
-            t.stop.store(true, Ordering::Release);
-            t.thread.thread().unpark();
-            let _ = t.thread.join();
+            t.stop();
         }
         let linger = self.domain.fabric.config.linger;
         let start = Instant::now();
@@ -457,7 +458,7 @@ impl Endpoint {
     }
 
     /// A periodic report, if one is due at `now`; returns when the next one is.
-    fn report_if_due(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn report_if_due(&self, now: Instant) -> Option<Instant> {
         let every = self.domain.fabric.config.mem_report_every?;
         let due = self.memory.lock().next_report?;
         if now < due {
@@ -530,77 +531,6 @@ impl Progress for Endpoint {
             self.record_memory();
         }
     }
-}
-
-/// The progress thread: while the application polls, it stays out of the way; while the
-/// application computes, it makes progress when a datagram arrives, at the data path's next
-/// deadline (an ACK or a retransmission due) or at a tick, whichever comes first. Waking on
-/// arrivals is what keeps a computing rank from looking dead to its peers: their sends complete
-/// when we acknowledge, and their retransmission timers (1 ms floor) would fire again and
-/// again over a 10 ms tick. It never blocks the application: it only takes the lock if it is
-/// free.
-fn tick(ep: &Weak<Endpoint>, stop: &AtomicBool, arrivals: Option<&UdpSocket>) {
-    let mut seen = u64::MAX;
-    // Datagrams the last progress took off the socket. A wake by an arrival after which this
-    // did not move (nothing could be taken) makes the next wait a plain sleep, not a spin.
-    let mut taken = 0;
-    let mut woke_readable = false;
-    let mut paced_until: Option<Instant> = None;
-    while !stop.load(Ordering::Acquire) {
-        let Some(ep) = ep.upgrade() else { return };
-        let now = Instant::now();
-        let polls = ep.polls.load(Ordering::Relaxed);
-        let (wake, watch) = if polls != seen {
-            seen = polls;
-            (now + APP_ACTIVE, false)
-        } else {
-            match ep.data.try_lock() {
-                Some(mut d) => {
-                    ep.wakes.fetch_add(1, Ordering::Relaxed);
-                    d.progress();
-                    // Nobody polls to reply soon: an ACK left waiting would cost a wake.
-                    d.flush_acks();
-                    let now_taken = d.datagrams_read();
-                    let stuck = woke_readable && now_taken == taken;
-                    taken = now_taken;
-                    let tick = Duration::from_micros(ep.tick_us.load(Ordering::Relaxed));
-                    let due = d.next_deadline().unwrap_or(now + tick).min(now + tick);
-                    drop(d);
-                    ep.record_memory();
-                    (due, !stuck)
-                }
-                None => (now + Duration::from_micros(200), false),
-            }
-        };
-        // A report waits for the lock: the application may poll all the time.
-        let wake = ep.report_if_due(now).map_or(wake, |r| wake.min(r));
-        drop(ep);
-        if woke_readable {
-            paced_until = Some(now + ARRIVAL_PACE);
-        }
-        let paced = paced_until.filter(|t| now < *t);
-        let wake = paced.map_or(wake, |t| wake.min(t));
-        let wait = wake
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_micros(50));
-        woke_readable = match arrivals {
-            Some(sock) if watch && paced.is_none() => wait_readable(sock, wait),
-            _ => {
-                std::thread::park_timeout(wait);
-                false
-            }
-        };
-    }
-}
-
-/// Sleeps until `sock` has a datagram to read (true) or `wait` has passed.
-fn wait_readable(sock: &UdpSocket, wait: Duration) -> bool {
-    use nix::poll::{ppoll, PollFd, PollFlags};
-    use nix::sys::time::TimeSpec;
-    use std::os::fd::AsFd;
-    let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
-    // An error (EINTR) only ends this wait early.
-    matches!(ppoll(&mut fds, Some(TimeSpec::from(wait)), None), Ok(n) if n > 0)
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ pub mod matching;
 pub mod memory;
 pub mod mr;
 pub mod params;
+pub mod progress;
 
 #[cfg(test)]
 mod testutil {

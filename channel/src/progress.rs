@@ -1,0 +1,242 @@
+//! The endpoint's progress thread and what it waits on: one epoll set holding every socket the
+//! endpoint has (today the datagram socket; later the RC listener and connections) and an
+//! eventfd that wakes it at once (to stop, or to look at a socket just added).
+//!
+//! While the application polls, the thread stays out of the way; while the application
+//! computes, it makes progress when a datagram arrives, at the data path's next deadline (an
+//! ACK or a retransmission due) or at a tick, whichever comes first. Waking on arrivals is what
+//! keeps a computing rank from looking dead to its peers: their sends complete when we
+//! acknowledge, and their retransmission timers (1 ms floor) would fire again and again over a
+//! 10 ms tick. It never blocks the application: it only takes the data path's lock if it is free.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::poll::{ppoll, PollFd, PollFlags};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::time::TimeSpec;
+use parking_lot::Mutex;
+
+use crate::endpoint::Endpoint;
+
+/// The progress thread wakes at least this often while the application does not poll, so
+/// peers are acknowledged even when no timer is due.
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// The thread leaves progress to the application while it polled within this long.
+const APP_ACTIVE: Duration = Duration::from_millis(2);
+
+/// After an arrival woke the thread, it does not wake for arrivals again for this long (timers
+/// still wake it). Each wake takes the core from the computing application (NPB LU class A on
+/// 2 ranks lost 10-20 % to one wake per message; see `channel/README.md`, "Progress"). What
+/// waits meanwhile: a rendezvous with a rank that computes (over TCP it would wait for the
+/// application to call MPI), and acknowledgements of sends above the inject size, whose
+/// senders' timers have learned the lag.
+const ARRIVAL_PACE: Duration = Duration::from_millis(2);
+
+/// The token of the eventfd in the set.
+const WAKE: u64 = u64::MAX;
+/// The token of the endpoint's datagram socket.
+pub const DATAGRAMS: u64 = 0;
+
+/// An epoll set of sockets, each under a token, and a way to wake its waiter.
+pub struct Waiter {
+    epoll: Epoll,
+    wake: EventFd,
+    /// Each watched descriptor's interest, so that an unchanged one costs no system call.
+    interest: Mutex<HashMap<RawFd, EpollFlags>>,
+}
+
+impl Waiter {
+    pub fn new() -> nix::Result<Waiter> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
+        let wake =
+            EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
+        epoll.add(wake.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, WAKE))?;
+        Ok(Waiter {
+            epoll,
+            wake,
+            interest: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Watches `fd` under `token`, for reading if `readable` (else it stays in the set, quiet).
+    pub fn watch(&self, fd: BorrowedFd<'_>, token: u64, readable: bool) -> nix::Result<()> {
+        let flags = if readable {
+            EpollFlags::EPOLLIN
+        } else {
+            EpollFlags::empty()
+        };
+        let mut interest = self.interest.lock();
+        match interest.get(&fd.as_raw_fd()) {
+            Some(&f) if f == flags => return Ok(()),
+            Some(_) => self.epoll.modify(fd, &mut EpollEvent::new(flags, token))?,
+            None => self.epoll.add(fd, EpollEvent::new(flags, token))?,
+        }
+        interest.insert(fd.as_raw_fd(), flags);
+        Ok(())
+    }
+
+    /// Wakes a waiter now, or the next wait at once.
+    pub fn wake(&self) {
+        // A full counter (2^64 - 2 wakes unread) already wakes it.
+        let _ = self.wake.write(1);
+    }
+
+    /// Sleeps until a watched socket is ready, a wake, or `timeout` (nanosecond resolution,
+    /// which `epoll_wait` lacks: the set's own descriptor is polled). Returns the tokens of the
+    /// ready sockets; a wake is consumed and not listed.
+    pub fn wait(&self, timeout: Duration, ready: &mut Vec<u64>) {
+        ready.clear();
+        let mut fds = [PollFd::new(self.epoll.0.as_fd(), PollFlags::POLLIN)];
+        // An error (EINTR) only ends this wait early.
+        if !matches!(ppoll(&mut fds, Some(TimeSpec::from(timeout)), None), Ok(n) if n > 0) {
+            return;
+        }
+        let mut events = [EpollEvent::empty(); 8];
+        let n = self.epoll.wait(&mut events, 0u8).unwrap_or(0);
+        for e in &events[..n] {
+            if e.data() == WAKE {
+                let _ = self.wake.read();
+            } else {
+                ready.push(e.data());
+            }
+        }
+    }
+}
+
+/// The progress thread of an enabled endpoint.
+#[derive(Debug)]
+pub struct Ticker {
+    stop: Arc<AtomicBool>,
+    waiter: Arc<Waiter>,
+    thread: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiter").finish_non_exhaustive()
+    }
+}
+
+impl Ticker {
+    /// Starts the thread for `ep`, waiting on `arrivals` (a descriptor of the endpoint's
+    /// datagram socket), if any; without it the thread runs on its timers alone.
+    pub fn start(ep: Weak<Endpoint>, arrivals: Option<std::net::UdpSocket>) -> Ticker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let waiter = Arc::new(Waiter::new().expect("an epoll set and an eventfd"));
+        let (flag, w) = (Arc::clone(&stop), Arc::clone(&waiter));
+        let thread = std::thread::Builder::new()
+            .name("diwarp-progress".into())
+            .spawn(move || run(&ep, &flag, &w, arrivals.as_ref()))
+            .expect("spawn the progress thread");
+        Ticker {
+            stop,
+            waiter,
+            thread,
+        }
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        self.waiter.wake();
+        let _ = self.thread.join();
+    }
+}
+
+fn run(
+    ep: &Weak<Endpoint>,
+    stop: &AtomicBool,
+    waiter: &Waiter,
+    arrivals: Option<&std::net::UdpSocket>,
+) {
+    let mut seen = u64::MAX;
+    // Datagrams the last progress took off the socket. A wake by an arrival after which this
+    // did not move (nothing could be taken) makes the next wait a plain sleep, not a spin.
+    let mut taken = 0;
+    let mut woke_readable = false;
+    let mut paced_until: Option<Instant> = None;
+    let mut ready = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        let Some(ep) = ep.upgrade() else { return };
+        let now = Instant::now();
+        let (wake, watch) = if ep.polls() != seen {
+            seen = ep.polls();
+            (now + APP_ACTIVE, false)
+        } else {
+            match ep.try_progress_alone(&mut taken, woke_readable) {
+                Some((due, stuck)) => (due.min(now + ep.tick()), !stuck),
+                None => (now + Duration::from_micros(200), false),
+            }
+        };
+        // A report waits for the lock: the application may poll all the time.
+        let wake = ep.report_if_due(now).map_or(wake, |r| wake.min(r));
+        drop(ep);
+        if woke_readable {
+            paced_until = Some(now + ARRIVAL_PACE);
+        }
+        let paced = paced_until.filter(|t| now < *t);
+        let wake = paced.map_or(wake, |t| wake.min(t));
+        let wait = wake
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_micros(50));
+        if let Some(sock) = arrivals {
+            // Only an error of the kernel's own keeps it from waking on arrivals: the timers
+            // still run.
+            let _ = waiter.watch(sock.as_fd(), DATAGRAMS, watch && paced.is_none());
+        }
+        waiter.wait(wait, &mut ready);
+        woke_readable = ready.contains(&DATAGRAMS);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    #[test]
+    fn wakes_on_a_watched_socket_on_a_wake_and_at_the_timeout() {
+        let w = Waiter::new().unwrap();
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        w.watch(a.as_fd(), 7, true).unwrap();
+        w.watch(b.as_fd(), 9, true).unwrap();
+        let mut ready = vec![];
+        let t = Instant::now();
+        w.wait(Duration::from_millis(30), &mut ready);
+        assert!(ready.is_empty() && t.elapsed() >= Duration::from_millis(29));
+        b.send_to(b"x", a.local_addr().unwrap()).unwrap();
+        w.wait(Duration::from_secs(10), &mut ready);
+        assert_eq!(ready, vec![7]);
+        // Quiet: the datagram is still there, and nothing wakes the waiter for it.
+        w.watch(a.as_fd(), 7, false).unwrap();
+        let t = Instant::now();
+        w.wait(Duration::from_millis(30), &mut ready);
+        assert!(
+            ready.is_empty() && t.elapsed() >= Duration::from_millis(29),
+            "{ready:?}"
+        );
+        // A wake from another thread ends a long wait at once and lists nothing.
+        let w = Arc::new(w);
+        let w2 = Arc::clone(&w);
+        let t = Instant::now();
+        let waker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            w2.wake();
+        });
+        w.wait(Duration::from_secs(10), &mut ready);
+        assert!(ready.is_empty() && t.elapsed() < Duration::from_secs(5));
+        waker.join().unwrap();
+        // Watching again: the waiting datagram wakes it.
+        w.watch(a.as_fd(), 7, true).unwrap();
+        w.wait(Duration::from_secs(10), &mut ready);
+        assert_eq!(ready, vec![7]);
+    }
+}
