@@ -22,31 +22,35 @@ fn config() -> QpConfig {
     }
 }
 
-/// Drives `setups` until each has an outcome; no call may block for long.
-fn drive(setups: &mut [Option<RcSetup>]) -> Vec<Result<Established, VerbsError>> {
-    let mut out: Vec<Option<Result<Established, VerbsError>>> =
-        setups.iter().map(|_| None).collect();
-    let start = Instant::now();
-    while out.iter().any(Option::is_none) {
-        for (i, s) in setups.iter_mut().enumerate() {
-            let Some(setup) = s else { continue };
-            let t = Instant::now();
-            let r = setup.progress(t);
-            assert!(
-                t.elapsed() < Duration::from_millis(50),
-                "progress blocked {:?}",
-                t.elapsed()
-            );
-            match r {
-                Ok(None) => {}
-                Ok(Some(est)) => out[i] = Some(Ok(est)),
-                Err(e) => out[i] = Some(Err(e)),
-            }
+type Outcome = Option<Result<Established, VerbsError>>;
+
+/// One pass over the set-ups without an outcome yet; no call may block for long.
+fn pass(setups: &mut [Option<RcSetup>], done: &mut [Outcome]) {
+    for (s, d) in setups.iter_mut().zip(done.iter_mut()) {
+        if d.is_some() {
+            continue;
         }
+        let t = Instant::now();
+        let r = s.as_mut().expect("a set-up").progress(t);
+        assert!(
+            t.elapsed() < Duration::from_millis(50),
+            "progress blocked {:?}",
+            t.elapsed()
+        );
+        *d = r.transpose();
+    }
+}
+
+/// Drives `setups` until each has an outcome.
+fn drive(setups: &mut [Option<RcSetup>]) -> Vec<Result<Established, VerbsError>> {
+    let mut done: Vec<Outcome> = setups.iter().map(|_| None).collect();
+    let start = Instant::now();
+    while done.iter().any(Option::is_none) {
+        pass(setups, &mut done);
         assert!(start.elapsed() < DEADLINE, "set-ups did not finish");
         std::thread::sleep(Duration::from_micros(200));
     }
-    out.into_iter().map(Option::unwrap).collect()
+    done.into_iter().map(Option::unwrap).collect()
 }
 
 #[test]
@@ -61,7 +65,7 @@ fn many_connections_set_up_in_one_thread_carry_messages() {
         .collect();
     // The passive ends are accepted while the active ends progress: one thread for all.
     let mut all = active;
-    let mut done: Vec<Option<Result<Established, VerbsError>>> = (0..N).map(|_| None).collect();
+    let mut done: Vec<Outcome> = (0..N).map(|_| None).collect();
     let mut accepted = 0;
     let start = Instant::now();
     while accepted < N || done.iter().any(Option::is_none) {
@@ -79,23 +83,7 @@ fn many_connections_set_up_in_one_thread_carry_messages() {
                 Err(e) => panic!("{e}"),
             }
         }
-        for (s, d) in all.iter_mut().zip(done.iter_mut()) {
-            if d.is_some() {
-                continue;
-            }
-            let t = Instant::now();
-            let r = s.as_mut().unwrap().progress(t);
-            assert!(
-                t.elapsed() < Duration::from_millis(50),
-                "progress blocked {:?}",
-                t.elapsed()
-            );
-            match r {
-                Ok(None) => {}
-                Ok(Some(est)) => *d = Some(Ok(est)),
-                Err(e) => *d = Some(Err(e)),
-            }
-        }
+        pass(&mut all, &mut done);
         assert!(start.elapsed() < DEADLINE, "set-ups did not finish");
     }
     let ests: Vec<_> = done.into_iter().map(Option::unwrap).collect();
