@@ -164,6 +164,10 @@ impl Policy {
         let was = p.path;
         p.path = path;
         p.since = now;
+        // A victim leaving Closing, however it leaves, no longer frees a slot to come.
+        if was == Path::Closing && path != Path::Closing && std::mem::take(&mut p.freeing) {
+            self.freeing -= 1;
+        }
         match (held(was), held(path)) {
             (false, true) => self.used += 1,
             (true, false) => self.used -= 1,
@@ -278,8 +282,19 @@ impl Policy {
         }
     }
 
-    /// The connection with `peer` is up.
-    pub fn connected(&mut self, now: Instant, peer: PeerId) {
+    /// The connection with `peer` is up. Returns whether to keep it: a connection neither side
+    /// of which this policy asked for or accepted (it lost a slot meanwhile) is to be closed,
+    /// unless a slot is free.
+    pub fn connected(&mut self, now: Instant, peer: PeerId) -> bool {
+        let path = self.path(peer);
+        match path {
+            Path::Connecting => {}
+            // Already up (the other of two simultaneous connects) or closing: nothing changes.
+            Path::Rc | Path::Closing => return path == Path::Rc,
+            Path::Ud if self.config.mode != Mode::Ud && self.used < self.config.effective_cap() => {
+            }
+            Path::Ud => return false,
+        }
         self.waiting.remove(&peer);
         self.set_path(now, peer, Path::Rc);
         let p = self.peer(now, peer);
@@ -287,11 +302,17 @@ impl Policy {
         p.backoff = Duration::ZERO;
         p.retry_at = None;
         self.stats.connected += 1;
+        true
     }
 
     /// Our request was refused, or the connection failed while it was set up: the peer stays
     /// on datagrams for the back-off time.
     pub fn connect_failed(&mut self, now: Instant, peer: PeerId, why: Refusal) {
+        // Only a connection being set up can fail to come up: a failure that arrives after
+        // the peer's other connection came up (or after a demotion) changes nothing.
+        if self.path(peer) != Path::Connecting {
+            return;
+        }
         match why {
             Refusal::Failed => self.stats.failed += 1,
             Refusal::Cap | Refusal::Mode => self.stats.refused_by_peer += 1,

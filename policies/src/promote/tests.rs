@@ -176,6 +176,9 @@ enum Event {
     },
     /// Time passes.
     Wait { ms: u16 },
+    /// The connection layer tells rank `at` something out of turn about `peer`: a late
+    /// failure, a second `connected`, a close it did not ask for.
+    Stray { at: u8, peer: u8, what: u8 },
 }
 
 fn events(ranks: u8) -> impl Strategy<Value = Vec<Event>> {
@@ -188,7 +191,10 @@ fn events(ranks: u8) -> impl Strategy<Value = Vec<Event>> {
             rndv,
         });
     let wait = (1u16..400).prop_map(|ms| Event::Wait { ms });
-    proptest::collection::vec(prop_oneof![6 => send, 1 => wait], 1..400)
+    let stray = (0..ranks, 0..ranks, 0u8..3)
+        .prop_filter("another rank", |(a, p, _)| a != p)
+        .prop_map(|(at, peer, what)| Event::Stray { at, peer, what });
+    proptest::collection::vec(prop_oneof![12 => send, 2 => wait, 1 => stray], 1..400)
 }
 
 /// Runs `ranks` policies over the events with a connection layer that answers requests at
@@ -205,7 +211,19 @@ fn simulate(config: Config, ranks: u8, evs: &[Event]) -> Vec<(u64, u8, Decision)
         .collect();
     let mut log = vec![];
     let cap = config.effective_cap();
-    let step = |rs: &mut Vec<Rank>, now: Instant, log: &mut Vec<(u64, u8, Decision)>| {
+    // The connections that are really up, as (lower rank, higher rank).
+    let mut conns: std::collections::BTreeSet<(u8, u8)> = Default::default();
+    let key = |a: usize, b: usize| (a.min(b) as u8, a.max(b) as u8);
+    let real = |conns: &std::collections::BTreeSet<(u8, u8)>, r: usize| {
+        conns
+            .iter()
+            .filter(|&&(a, b)| a as usize == r || b as usize == r)
+            .count()
+    };
+    let step = |rs: &mut Vec<Rank>,
+                now: Instant,
+                log: &mut Vec<(u64, u8, Decision)>,
+                conns: &mut std::collections::BTreeSet<(u8, u8)>| {
         // Decisions can lead to more (a closed slot promotes a waiting peer).
         loop {
             let mut any = false;
@@ -221,8 +239,17 @@ fn simulate(config: Config, ranks: u8, evs: &[Event]) -> Vec<(u64, u8, Decision)
                                 Answer::Accept => {
                                     // The accepting side's slot dates from now too.
                                     rs[peer].promoted.entry(me as PeerId).or_insert(now);
-                                    rs[me].policy.connected(now, peer as PeerId);
-                                    rs[peer].policy.connected(now, me as PeerId);
+                                    let a = rs[me].policy.connected(now, peer as PeerId);
+                                    let b = rs[peer].policy.connected(now, me as PeerId);
+                                    if a && b {
+                                        conns.insert(key(me, peer));
+                                    } else if !conns.contains(&key(me, peer)) {
+                                        // One end will not keep it: the connection closes.
+                                        rs[me].policy.closed(now, peer as PeerId);
+                                        rs[peer].policy.closed(now, me as PeerId);
+                                        rs[me].promoted.remove(&(peer as PeerId));
+                                        rs[peer].promoted.remove(&(me as PeerId));
+                                    }
                                 }
                                 Answer::Refuse(why) => {
                                     rs[me].policy.connect_failed(now, peer as PeerId, why);
@@ -243,6 +270,7 @@ fn simulate(config: Config, ranks: u8, evs: &[Event]) -> Vec<(u64, u8, Decision)
                             rs[me].policy.closed(now, peer);
                             rs[peer as usize].policy.closed(now, me as PeerId);
                             rs[peer as usize].promoted.remove(&(me as PeerId));
+                            conns.remove(&key(me, peer as usize));
                         }
                     }
                     for (i, r) in rs.iter().enumerate() {
@@ -251,6 +279,8 @@ fn simulate(config: Config, ranks: u8, evs: &[Event]) -> Vec<(u64, u8, Decision)
                             "rank {i}: {} slots, cap {cap}",
                             r.policy.slots_used()
                         );
+                        let up = real(conns, i);
+                        assert!(up <= cap, "rank {i}: {up} connections up, cap {cap}");
                     }
                 }
             }
@@ -273,7 +303,36 @@ fn simulate(config: Config, ranks: u8, evs: &[Event]) -> Vec<(u64, u8, Decision)
                 rs[to as usize]
                     .policy
                     .traffic(now, from as PeerId, bytes as usize, rndv);
-                step(&mut rs, now, &mut log);
+                step(&mut rs, now, &mut log, &mut conns);
+            }
+            Event::Stray { at, peer, what } => {
+                let (a, b) = (at as usize, peer as usize);
+                let up = conns.contains(&key(a, b));
+                match what {
+                    // A failure reported late (the other of two connects came up meanwhile).
+                    0 => rs[a]
+                        .policy
+                        .connect_failed(now, peer as PeerId, Refusal::Failed),
+                    // The second of two simultaneous connects comes up: one is kept.
+                    1 if up => assert!(rs[a].policy.connected(now, peer as PeerId)),
+                    1 => {}
+                    // The connection breaks: both ends hear of it.
+                    _ => {
+                        conns.remove(&key(a, b));
+                        rs[a].policy.closed(now, peer as PeerId);
+                        rs[b].policy.closed(now, at as PeerId);
+                        rs[a].promoted.remove(&(peer as PeerId));
+                        rs[b].promoted.remove(&(at as PeerId));
+                    }
+                }
+                for (i, r) in rs.iter().enumerate() {
+                    assert!(
+                        r.policy.slots_used() <= cap,
+                        "rank {i}: {} slots, cap {cap}",
+                        r.policy.slots_used()
+                    );
+                }
+                step(&mut rs, now, &mut log, &mut conns);
             }
             Event::Wait { ms } => {
                 let until = now + Duration::from_millis(ms.into());
@@ -285,7 +344,7 @@ fn simulate(config: Config, ranks: u8, evs: &[Event]) -> Vec<(u64, u8, Decision)
                             for r in rs.iter_mut() {
                                 r.policy.handle_timeout(now);
                             }
-                            step(&mut rs, now, &mut log);
+                            step(&mut rs, now, &mut log, &mut conns);
                         }
                         _ => break,
                     }
