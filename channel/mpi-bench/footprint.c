@@ -77,9 +77,14 @@ static long proc_kb(const char *path, const char *key) {
 /* The kernel's memory held by every socket of this process, in bytes; their number in *count.
  * SO_MEMINFO's u32s: 0 rmem_alloc, 1 rcvbuf, 2 wmem_alloc, 3 sndbuf, 4 fwd_alloc, 5 wmem_queued,
  * 6 optmem, 7 backlog, 8 drops. An fd closed (or reused) by another thread meanwhile is skipped. */
+/* Sockets are counted once each, however many descriptors the process holds for them (a
+ * transport may keep a second descriptor of a socket to wait on). */
+#define MAX_SOCKETS 4096
+
 static long kernel_held(long *count) {
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
+    static char seen[MAX_SOCKETS][64];
     long held = 0;
     *count = 0;
     if (!d) {
@@ -91,20 +96,25 @@ static long kernel_held(long *count) {
         uint32_t v[9];
         socklen_t len = sizeof v;
         ssize_t n;
-        int fd;
+        int fd, dup = 0;
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         fd = atoi(e->d_name);
         n = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
         if (n < 0) continue;
         link[n] = 0;
         if (strncmp(link, "socket:", 7) != 0) continue;
+        for (long i = 0; i < *count && !dup; i++) dup = strncmp(seen[i], link, sizeof seen[i]) == 0;
+        if (dup) continue;
         memset(v, 0, sizeof v);
         if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, v, &len) != 0) {
             if (errno == EBADF || errno == ENOTSOCK) continue;
             fail("getsockopt(SO_MEMINFO) failed (Linux 4.6+): errno, fd", errno, fd, 0);
         }
         held += (long)v[0] + (long)(v[2] > v[5] ? v[2] : v[5]) + (long)v[4] + (long)v[6];
-        (*count)++;
+        if (*count < MAX_SOCKETS) {
+            snprintf(seen[*count], sizeof seen[*count], "%s", link);
+            (*count)++;
+        }
     }
     closedir(d);
     return held;

@@ -228,13 +228,15 @@ impl Endpoint {
             cq.add_source(me.clone());
         }
         let directed = self.info.caps & FI_DIRECTED_RECV != 0;
-        self.data
-            .lock()
-            .enable(av, out, directed, Arc::clone(&self.domain.mrs));
-        drop(st);
-        let first = self.sample_memory();
-        let every = self.domain.fabric.config.mem_report_every;
-        let every = every.filter(|_| self.domain.fabric.config.mem_report.is_some());
+        let mut d = self.data.lock();
+        d.enable(av, out, directed, Arc::clone(&self.domain.mrs));
+        // Still under the state lock: a bind or a second enable waits for all of it.
+        let first = memory::charge(&d.memory(), &self.shared_memory_of(b));
+        drop(d);
+        let config = &self.domain.fabric.config;
+        let every = config
+            .mem_report_every
+            .filter(|_| config.mem_report.is_some());
         self.memory.lock().start(
             &first,
             crate::ffi::heap::provider_heap(),
@@ -242,12 +244,17 @@ impl Endpoint {
             every,
         );
         self.enabled.store(true, Ordering::Release);
-        *self.ticker.lock() = Some(self.start_ticker());
+        // Without the thread, the endpoint still progresses whenever the application polls.
+        match Ticker::start(Arc::downgrade(self), self.arrivals.lock().take()) {
+            Ok(t) => *self.ticker.lock() = Some(t),
+            Err(e) => diag!(
+                Warn,
+                EpCtrl,
+                "no progress thread ({e}): progress only while the application polls"
+            ),
+        }
+        drop(st);
         Ok(())
-    }
-
-    fn start_ticker(self: &Arc<Self>) -> Ticker {
-        Ticker::start(Arc::downgrade(self), self.arrivals.lock().take())
     }
 
     /// Progress calls the application made so far.
@@ -278,8 +285,16 @@ impl Endpoint {
         *taken = now_taken;
         let far = Instant::now() + self.tick();
         let due = d.next_deadline().unwrap_or(far);
+        // Taken under the lock this thread already holds: it never waits for the application.
+        let mem = self.sampling().then(|| d.memory());
         drop(d);
-        self.record_memory();
+        if let Some(mem) = mem {
+            if let Some(st) = self.state.try_lock() {
+                let s = memory::charge(&mem, &self.shared_memory_of(&st.bound));
+                drop(st);
+                self.memory.lock().ledger.record(&s);
+            }
+        }
         Some((due, stuck))
     }
 
@@ -374,8 +389,10 @@ impl Endpoint {
 
     /// What the layers outside the data path hold: the AV, the CQs, the memory regions.
     fn shared_memory(&self) -> Shared {
-        let st = self.state.lock();
-        let b = &st.bound;
+        self.shared_memory_of(&self.state.lock().bound)
+    }
+
+    fn shared_memory_of(&self, b: &Bound) -> Shared {
         let cqs = match (&b.tx_cq, &b.rx_cq) {
             (Some(t), Some(r)) if Arc::ptr_eq(t, r) => t.memory_bytes(),
             (t, r) => [t, r].into_iter().flatten().map(|c| c.memory_bytes()).sum(),
@@ -397,6 +414,11 @@ impl Endpoint {
     pub fn record_memory(&self) {
         let s = self.sample_memory();
         self.memory.lock().ledger.record(&s);
+    }
+
+    /// Whether the ledger is sampled between reports: only if a report is asked for.
+    fn sampling(&self) -> bool {
+        self.domain.fabric.config.mem_report.is_some()
     }
 
     /// The ledger as last sampled.
@@ -527,7 +549,7 @@ impl Progress for Endpoint {
     fn progress(&self) {
         let polls = self.polls.fetch_add(1, Ordering::Relaxed);
         self.data.lock().progress();
-        if polls % SAMPLE_EVERY == SAMPLE_EVERY - 1 {
+        if polls % SAMPLE_EVERY == SAMPLE_EVERY - 1 && self.sampling() {
             self.record_memory();
         }
     }

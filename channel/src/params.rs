@@ -68,10 +68,10 @@ pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: MEM_BUDGET,
         kind: ParamKind::Size,
-        help: "Bytes traffic may grow the endpoint's memory by: copied sends held for the \
-               peers (past it a send answers FI_EAGAIN), a quarter for pushed chunks held for \
-               unexpected messages, an eighth for spare send buffers (default: 67108864, \
-               at least 4194304)",
+        help: "Bounds what traffic grows the endpoint's memory by: copied sends held for the \
+               peers up to this many bytes (past it a send answers FI_EAGAIN), and a further \
+               quarter of it for pushed chunks held for unexpected messages and an eighth for \
+               spare send buffers (default: 67108864; at least 4194304)",
     },
     ParamSpec {
         name: MEM_REPORT_MS,
@@ -242,16 +242,14 @@ impl Config {
         }
         if let Some(ParamValue::Size(n)) = src.get(spec(MEM_BUDGET)) {
             let min = crate::data::budget::MIN;
-            if n >= min {
-                c.mem_budget = n;
-            } else {
+            if n < min {
                 diag!(
                     Warn,
                     Core,
-                    "FI_DIWARP_MEM_BUDGET={n} is below {min}; using {}",
-                    c.mem_budget
+                    "FI_DIWARP_MEM_BUDGET={n} is below {min}; using {min}"
                 );
             }
+            c.mem_budget = n.max(min);
         }
         if let Some(ParamValue::Int(ms)) = src.get(spec(MEM_REPORT_MS)) {
             if (0..=LINGER_MAX_MS * 100).contains(&ms) {
@@ -332,8 +330,8 @@ mod tests {
         assert_eq!(c.mem_report_every, None);
         assert_eq!(
             c.mem_budget,
-            Config::default().mem_budget,
-            "below the least budget"
+            crate::data::budget::MIN,
+            "raised to the least budget"
         );
         let r = Config::from_source(&Map(HashMap::from([(
             MEM_BUDGET,

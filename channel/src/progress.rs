@@ -7,7 +7,8 @@
 //! ACK or a retransmission due) or at a tick, whichever comes first. Waking on arrivals is what
 //! keeps a computing rank from looking dead to its peers: their sends complete when we
 //! acknowledge, and their retransmission timers (1 ms floor) would fire again and again over a
-//! 10 ms tick. It never blocks the application: it only takes the data path's lock if it is free.
+//! 10 ms tick. It never waits for the application: it takes the data path's lock only if it
+//! is free (a report, when one is due, waits for it).
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -82,6 +83,15 @@ impl Waiter {
         Ok(())
     }
 
+    /// Takes `fd` out of the set (before it is closed: its number may come back for another
+    /// socket).
+    pub fn forget(&self, fd: BorrowedFd<'_>) -> nix::Result<()> {
+        if self.interest.lock().remove(&fd.as_raw_fd()).is_some() {
+            self.epoll.delete(fd)?;
+        }
+        Ok(())
+    }
+
     /// Wakes a waiter now, or the next wait at once.
     pub fn wake(&self) {
         // A full counter (2^64 - 2 wakes unread) already wakes it.
@@ -127,19 +137,19 @@ impl std::fmt::Debug for Waiter {
 impl Ticker {
     /// Starts the thread for `ep`, waiting on `arrivals` (a descriptor of the endpoint's
     /// datagram socket), if any; without it the thread runs on its timers alone.
-    pub fn start(ep: Weak<Endpoint>, arrivals: Option<std::net::UdpSocket>) -> Ticker {
+    pub fn start(ep: Weak<Endpoint>, arrivals: Option<std::net::UdpSocket>) -> nix::Result<Ticker> {
         let stop = Arc::new(AtomicBool::new(false));
-        let waiter = Arc::new(Waiter::new().expect("an epoll set and an eventfd"));
+        let waiter = Arc::new(Waiter::new()?);
         let (flag, w) = (Arc::clone(&stop), Arc::clone(&waiter));
         let thread = std::thread::Builder::new()
             .name("diwarp-progress".into())
             .spawn(move || run(&ep, &flag, &w, arrivals.as_ref()))
-            .expect("spawn the progress thread");
-        Ticker {
+            .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EAGAIN)))?;
+        Ok(Ticker {
             stop,
             waiter,
             thread,
-        }
+        })
     }
 
     /// Stops the thread and waits for it.
@@ -238,5 +248,16 @@ mod tests {
         w.watch(a.as_fd(), 7, true).unwrap();
         w.wait(Duration::from_secs(10), &mut ready);
         assert_eq!(ready, vec![7]);
+        // Forgotten, it wakes nobody, and it can be watched again afresh.
+        w.forget(a.as_fd()).unwrap();
+        let t = Instant::now();
+        w.wait(Duration::from_millis(30), &mut ready);
+        assert!(
+            ready.is_empty() && t.elapsed() >= Duration::from_millis(29),
+            "{ready:?}"
+        );
+        w.watch(a.as_fd(), 8, true).unwrap();
+        w.wait(Duration::from_secs(10), &mut ready);
+        assert_eq!(ready, vec![8]);
     }
 }

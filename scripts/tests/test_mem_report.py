@@ -344,7 +344,15 @@ class Check(ReportFiles):
         with open(os.path.join(self.dir, "memreport.1000.jsonl"), "a") as f:
             f.write(json.dumps(full_report(1000)) + "\n")
         p = self.check(self.dir, ok=False)
-        self.assertIn("pid 1000: 2 finalize lines", p.stderr)
+        self.assertRegex(p.stderr, r"pid 1000, endpoint \S+: 2 finalize lines")
+
+    def test_two_endpoints_of_one_process(self):
+        self.job(2)
+        other = full_report(1000)
+        other["endpoint"] = other["endpoint"].replace(":1000/", ":1001/")
+        with open(os.path.join(self.dir, "memreport.1000.jsonl"), "a") as f:
+            f.write(json.dumps(other) + "\n")
+        self.check(self.dir, ok=True)
 
     def test_no_finalize_line(self):
         self.job(2)

@@ -102,12 +102,16 @@ impl DataPath {
     /// FI_EAGAIN while too many sends wait for the queue pair or too many copies for the
     /// peers, after one progress pass to make room.
     fn room(&mut self) -> Result<()> {
-        let full = |st: &State| {
-            st.tx.backlog.len() >= BACKLOG_MAX || st.tx.bufs.lent_bytes() >= st.cfg.budget.copies
+        // Copies held for the peers: the endpoint's buffers, and the queue pair's own copies of
+        // short messages (it copies those behind their header, and the endpoint's buffer is
+        // freed at once).
+        let full = |d: &DataPath| {
+            d.st.tx.backlog.len() >= BACKLOG_MAX
+                || d.st.tx.bufs.lent_bytes() + d.qp.rd_copied_bytes() >= d.st.cfg.budget.copies
         };
-        if full(&self.st) {
+        if full(self) {
             self.progress();
-            if full(&self.st) {
+            if full(self) {
                 return Err(Errno::AGAIN);
             }
         }
@@ -207,10 +211,14 @@ impl DataPath {
                 // acknowledged every chunk, so the buffer outlives the queue pair's use of it.
                 match mem.lend(offset, len) {
                     Some(lent) => {
-                        self.st.tx.lent += len;
+                        // A short message the queue pair copies behind its header anyway:
+                        // then the copy is its own, and charged.
+                        let by_reference = header.len() + len > iwarp::verbs::RD_OWNED_MIN;
+                        let lent_bytes = if by_reference { len } else { 0 };
+                        self.st.tx.lent += lent_bytes;
                         let role = Role::Chunk {
                             send,
-                            lent: len as u32,
+                            lent: lent_bytes as u32,
                         };
                         (s.to, lent, header, role)
                     }

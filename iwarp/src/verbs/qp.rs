@@ -591,6 +591,17 @@ impl QueuePair {
         }
     }
 
+    /// RD: bytes of the queue pair's own copies of short messages (up to [`RD_OWNED_MIN`]
+    /// bytes, which it copies behind their header) that are queued or unacknowledged.
+    ///
+    /// [`RD_OWNED_MIN`]: super::RD_OWNED_MIN
+    pub fn rd_copied_bytes(&self) -> usize {
+        match &self.path {
+            Path::Rd(rd) => rd.copied_bytes(),
+            _ => 0,
+        }
+    }
+
     /// Bytes of the queue pair's own receive and completion queues.
     pub fn work_queue_bytes(&self) -> usize {
         self.queues.memory_bytes()

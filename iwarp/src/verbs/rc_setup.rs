@@ -118,7 +118,14 @@ impl RcSetup {
             }
         }
         if !self.connecting {
-            self.exchange()?;
+            if let Err(e) = self.exchange() {
+                // A rejection settled before the socket failed is the reason to give.
+                self.machine.abandon_output();
+                return Err(match self.machine.poll() {
+                    Outcome::Failed(settled) => settled,
+                    _ => e,
+                });
+            }
         }
         self.machine.handle_timeout(now);
         match self.machine.poll() {
@@ -141,7 +148,9 @@ impl RcSetup {
             }
         }
         let mut chunk = [0u8; READ_CHUNK];
-        loop {
+        // Past the peer's frame the bytes are the connection's: they stay in the socket, under
+        // TCP's flow control, for the queue pair to read.
+        while self.machine.wants_input() {
             match self.stream.read(&mut chunk) {
                 Ok(0) => {
                     self.machine.handle_closed();
@@ -153,6 +162,7 @@ impl RcSetup {
                 Err(e) => return Err(e.into()),
             }
         }
+        Ok(())
     }
 
     /// The stream, for the queue pair that takes the connection over.

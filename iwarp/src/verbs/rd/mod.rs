@@ -12,6 +12,7 @@
 //! timers run when due, and [`RdPath::next_deadline`] tells a timer thread when to poll.
 
 mod conn;
+mod copies;
 mod hello;
 mod memory;
 mod peers;
@@ -63,7 +64,7 @@ const PARK_MAX: usize = 32;
 
 /// Owned sends up to this size are copied after all: a small message travels whole in one
 /// datagram, and one buffer with the header in front is cheaper than keeping two pieces.
-const OWNED_MIN: usize = 8 << 10;
+pub const RD_OWNED_MIN: usize = 8 << 10;
 
 /// `recvmmsg` batches per poll, so one poll cannot starve the caller.
 const RX_ROUNDS: usize = 4;
@@ -116,6 +117,7 @@ pub(crate) struct RdPath {
     stash: Stash,
     tx: TxQueue,
     pool: BufPool,
+    copies: copies::Copies,
     next_msn: u32,
     /// The last poll left the engine's events for this one.
     events_deferred: bool,
@@ -193,6 +195,7 @@ impl RdPath {
             stash: Stash::default(),
             tx: TxQueue::default(),
             pool: BufPool::default(),
+            copies: copies::Copies::default(),
             next_msn: 1,
             events_deferred: false,
             corked: false,
@@ -235,12 +238,19 @@ impl RdPath {
         for p in parts {
             msg.extend_from_slice(p);
         }
+        // Large copies go back to the pool once acknowledged; short ones are counted while
+        // held, for the owner's bound on what it holds for its peers.
+        let data = if pool::worth_pooling(msg.len()) {
+            Bytes::from(msg)
+        } else {
+            self.copies.freeze(msg)
+        };
         let out = OutMsg {
             wr_id,
             len,
             signaled,
             head: Bytes::new(),
-            data: Bytes::from(msg),
+            data,
             pooled: true,
         };
         self.enqueue(q, ah, out)
@@ -253,7 +263,7 @@ impl RdPath {
         q: &mut WorkQueues,
         wr: SendWrOwned,
     ) -> Result<(), VerbsError> {
-        if wr.data.len() <= OWNED_MIN {
+        if wr.data.len() <= RD_OWNED_MIN {
             // Small: one buffer with the header in front costs less than two pieces.
             return self.post_copied(q, wr.wr_id, wr.opcode, wr.ah, wr.signaled, &[&wr.data]);
         }
@@ -279,7 +289,7 @@ impl RdPath {
         prefix: &[u8],
     ) -> Result<(), VerbsError> {
         let len = prefix.len() + wr.data.len();
-        if len <= OWNED_MIN {
+        if len <= RD_OWNED_MIN {
             let parts: [&[u8]; 2] = [prefix, &wr.data];
             return self.post_copied(q, wr.wr_id, wr.opcode, wr.ah, wr.signaled, &parts);
         }
@@ -808,6 +818,11 @@ impl RdPath {
     pub(crate) fn flush_acks(&mut self) {
         self.endpoint.flush_acks();
         self.transmit(Instant::now());
+    }
+
+    /// Bytes of the queue pair's own copies of short messages still held.
+    pub(crate) fn copied_bytes(&self) -> usize {
+        self.copies.bytes()
     }
 
     /// Datagrams read off the socket so far, without summing the sessions' counters.

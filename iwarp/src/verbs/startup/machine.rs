@@ -167,12 +167,26 @@ impl Startup {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
-        if now >= self.deadline && !matches!(self.state, State::Done) {
-            // Settled but not yet written out counts too: the peer is not reading.
-            self.state = State::Done;
-            self.output.clear();
-            self.failure = Some(VerbsError::Timeout);
+        if now < self.deadline {
+            return;
         }
+        match self.state {
+            State::Done => {}
+            // Settled and written out: the result stands, whenever it is taken.
+            State::Settled(_) if self.output.is_empty() => {}
+            // Waiting, or settled with our frame not yet out (the peer is not reading).
+            _ => {
+                self.state = State::Done;
+                self.output.clear();
+                self.failure = Some(VerbsError::Timeout);
+            }
+        }
+    }
+
+    /// Whether the peer's frame is still awaited (past it, what the peer sends is its FPDU
+    /// stream, for the connection to read).
+    pub fn wants_input(&self) -> bool {
+        matches!(self.state, State::Waiting)
     }
 
     /// Where the exchange stands. Established or failed comes once our own frame is written.

@@ -184,3 +184,25 @@ fn a_rejecting_reply_fails_the_initiator_with_its_private_data() {
         _ => panic!("rejected"),
     }
 }
+
+#[test]
+fn a_settled_exchange_outlives_its_deadline() {
+    let now = Instant::now();
+    let mut a = Startup::initiator(&QpConfig::default(), b"", now, T).unwrap();
+    let mut b = Startup::responder(&QpConfig::default(), b"", now, T);
+    let req = a.pending_output().to_vec();
+    a.written(req.len());
+    b.handle_input(&req);
+    assert!(
+        !b.wants_input(),
+        "the Request is in: the rest is the stream's"
+    );
+    let reply = b.pending_output().to_vec();
+    b.written(reply.len());
+    // Reply written, result not yet taken: the deadline passing changes nothing.
+    b.handle_timeout(now + 2 * T);
+    assert!(matches!(b.poll(), Outcome::Established(_)));
+    // The initiator's Reply never came: its deadline fails it.
+    a.handle_timeout(now + T);
+    assert!(matches!(a.poll(), Outcome::Failed(VerbsError::Timeout)));
+}
