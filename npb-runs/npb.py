@@ -11,6 +11,7 @@ hang; anything else is a failure, with its log kept. The report gives NPB's own 
 import argparse
 import csv
 import datetime
+import json
 import os
 import re
 import statistics
@@ -46,7 +47,6 @@ TIMEOUTS = {"S": 60, "W": 60, "A": 60, "B": 180, "C": 900}
 TIME_RE = re.compile(r"Time in seconds\s*=\s*([0-9.]+)")
 MOPS_RE = re.compile(r"Mop/s total\s*=\s*([0-9.]+)")
 VERIFY_RE = re.compile(r"Verification\s*=\s*(\S+)")
-MEM_RE = re.compile(r"(\w+)=(\d+)")
 
 
 def parse_args():
@@ -152,15 +152,26 @@ COUNTERS = ("datagrams_sent", "retransmits", "spurious_retransmits", "duplicates
 
 
 def mem_summary(path):
-    """Sums of the diwarp counters every rank wrote at finalize, and the largest ledger."""
+    """Sums of the diwarp counters every rank wrote at finalize (its memory report, one JSON
+    object per line), and the largest queue-pair share of a ledger (bytes)."""
     if not path.exists():
         return {}
     tot = defaultdict(int)
+    qp_accounts = ("peer_state", "send_queue", "retransmit", "receive_ring", "staged", "engine",
+                   "fault_layer")
     for line in path.read_text().splitlines():
-        fields = dict((k, int(v)) for k, v in MEM_RE.findall(line))
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if r.get("at") != "finalize":
+            continue
+        c = r["counters"]
+        fields = dict(c["queue_pair"], progress_wakes=c["progress_wakes"])
         for k in COUNTERS:
             tot[k] += fields.get(k, 0)
-        tot["queue_pair_max"] = max(tot["queue_pair_max"], fields.get("queue_pair", 0))
+        qp = sum(r["ledger"]["accounts"][a]["current"] for a in qp_accounts)
+        tot["queue_pair_max"] = max(tot["queue_pair_max"], qp)
         tot["ranks"] += 1
     return dict(tot)
 
