@@ -688,3 +688,47 @@ fn a_small_budget_bounds_held_pushes_and_spare_buffers() {
         assert!(buf.lock()[..len] == pattern(len, i as u8)[..], "copy {i}");
     }
 }
+
+/// A burst grows a peer's queues; once it has drained, the peer's state is back to what one
+/// message left (a peer met once in an all-to-all does not keep its burst's room).
+#[test]
+fn per_peer_state_shrinks_back_after_a_burst() {
+    let (a, b) = pair();
+    let first = recv(&b, 0, Kind::Msg, 0, 8, 1);
+    send(&a, 1, Kind::Msg, 0, pattern(8, 1), 1);
+    ok(next(&b, &a));
+    assert!(*first.lock() == pattern(8, 1));
+    wait_idle(&a, &b, "the first send");
+    let quiet = bytes(&a, Account::PeerState);
+    const N: usize = 200;
+    let bufs: Vec<_> = (0..N)
+        .map(|i| recv(&b, 0, Kind::Msg, 0, 4096, 10 + i))
+        .collect();
+    for i in 0..N {
+        send(&a, 1, Kind::Msg, 0, pattern(4096, i as u8), 10 + i);
+    }
+    let during = bytes(&a, Account::PeerState);
+    for _ in 0..N {
+        ok(next(&b, &a));
+    }
+    wait_idle(&a, &b, "the burst");
+    for (i, buf) in bufs.iter().enumerate() {
+        assert!(*buf.lock() == pattern(4096, i as u8), "message {i}");
+    }
+    // The engine gives its session's queues back once the session has been idle a while.
+    let until = Instant::now() + Duration::from_millis(20);
+    while Instant::now() < until {
+        a.ep.with_data(|d| d.progress());
+        b.ep.with_data(|d| d.progress());
+    }
+    let after = bytes(&a, Account::PeerState);
+    eprintln!("peer state: {quiet} quiet, {during} in the burst, {after} after it");
+    assert!(
+        during > quiet,
+        "the burst queued sends ({during} vs {quiet})"
+    );
+    assert!(
+        after <= quiet + 256,
+        "{after} after the burst, {quiet} before"
+    );
+}

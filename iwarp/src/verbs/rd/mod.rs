@@ -689,6 +689,8 @@ impl RdPath {
                     }
                     if !p.waiting.is_empty() {
                         self.retry.push(addr);
+                    } else if p.inflight.is_empty() {
+                        p.compact();
                     }
                 }
                 Event::Writable => self.retry.push(addr),

@@ -115,7 +115,25 @@ pub(super) struct Peer {
     pub(super) via: Option<Arc<PeerSocket>>,
 }
 
+/// Queue capacity a quiet peer keeps: the first allocation, which a ping-pong reuses. A burst
+/// grows the queues; once they drain, what it grew is given back (a peer met once in an
+/// all-to-all would otherwise hold it for good).
+const KEEP: usize = 4;
+
+/// Gives back the room of `q` past [`KEEP`] once it is empty.
+pub(super) fn compact<T>(q: &mut VecDeque<T>) {
+    if q.is_empty() && q.capacity() > KEEP {
+        *q = VecDeque::new();
+    }
+}
+
 impl Peer {
+    /// Gives back the room of drained send queues.
+    pub(super) fn compact(&mut self) {
+        compact(&mut self.inflight);
+        compact(&mut self.waiting);
+    }
+
     /// Completes every send to this peer with `status`, taken by the engine or not, and drops
     /// what they lend.
     pub(super) fn fail_sends(&mut self, q: &mut WorkQueues, status: WcStatus) {

@@ -371,6 +371,7 @@ impl Sink for RxSink<'_> {
             self.rx.next = msg;
         }
         let bound = self.rx.bound.pop_front();
+        super::peers::compact(&mut self.rx.bound);
         self.rx.next = msg.next();
         match (d, bound) {
             (Delivery::Inline(bytes), Some(b)) => {
@@ -574,6 +575,7 @@ impl Sink for ReceiverSink<'_> {
         let n = skip.min(self.rx.staged.len());
         self.rx.staged.drain(..n);
         let staged = self.rx.staged.pop_front().flatten();
+        super::peers::compact(&mut self.rx.staged);
         self.rx.next = msg.next();
         match (d, staged) {
             (Delivery::Inline(bytes), None) => {
