@@ -421,11 +421,6 @@ impl Endpoint {
         self.domain.fabric.config.mem_report.is_some()
     }
 
-    /// The ledger as last sampled.
-    pub fn ledger(&self) -> policies::Ledger {
-        self.memory.lock().ledger.clone()
-    }
-
     /// Writes a report to FI_DIWARP_MEM_REPORT, if set: `at` is `running` or `finalize`.
     fn report_memory(&self, at: &'static str) {
         let Some(dest) = self.domain.fabric.config.mem_report.as_deref() else {

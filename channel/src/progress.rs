@@ -33,8 +33,8 @@ pub const TICK: Duration = Duration::from_millis(10);
 const APP_ACTIVE: Duration = Duration::from_millis(2);
 
 /// After an arrival woke the thread, it does not wake for arrivals again for this long (timers
-/// still wake it). Each wake takes the core from the computing application (NPB LU class A on
-/// 2 ranks lost 10-20 % to one wake per message; see `channel/README.md`, "Progress"). What
+/// still wake it). Each wake takes the core from the computing application (what one wake per
+/// message cost NPB LU is in `channel/README.md`, "Progress"). What
 /// waits meanwhile: a rendezvous with a rank that computes (over TCP it would wait for the
 /// application to call MPI), and acknowledgements of sends above the inject size, whose
 /// senders' timers have learned the lag.

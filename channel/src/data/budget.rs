@@ -28,11 +28,6 @@ impl Budget {
             spare: total / 8,
         }
     }
-
-    /// What the budget bounds together.
-    pub fn total(&self) -> usize {
-        self.copies + self.held_pushes + self.spare
-    }
 }
 
 impl Default for Budget {

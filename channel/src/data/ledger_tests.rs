@@ -18,6 +18,15 @@ fn bytes(s: &Side, a: Account) -> usize {
     s.ep.sample_memory().get(a).bytes
 }
 
+/// A first message from `a` to `b`, checked and acknowledged: the session is open.
+fn first_contact(a: &Side, b: &Side) {
+    let first = recv(b, 0, Kind::Msg, 0, 8, 1);
+    send(a, 1, Kind::Msg, 0, pattern(8, 1), 1);
+    ok(next(b, a));
+    assert!(*first.lock() == pattern(8, 1));
+    wait_idle(a, b, "the first send");
+}
+
 /// Progresses `s` and reads nothing, until `done` holds (within 10 s).
 fn progress_until(s: &Side, other: &Side, what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -143,11 +152,7 @@ fn completion_queues_hold_unread_completions() {
 fn retransmit_and_send_queue_hold_what_the_peer_has_not_acknowledged() {
     let (a, b) = pair();
     // Open the session first, so what follows is data, not a handshake.
-    let first = recv(&b, 0, Kind::Msg, 0, 8, 1);
-    send(&a, 1, Kind::Msg, 0, pattern(8, 1), 1);
-    ok(next(&b, &a));
-    assert!(*first.lock() == pattern(8, 1));
-    wait_idle(&a, &b, "the first send");
+    first_contact(&a, &b);
     let floor = |s: &Side| bytes(s, Account::Retransmit) + bytes(s, Account::SendQueue);
     let f0 = floor(&a);
     // B stops: its data path is held, so neither its thread nor anyone progresses it.
@@ -694,11 +699,7 @@ fn a_small_budget_bounds_held_pushes_and_spare_buffers() {
 #[test]
 fn per_peer_state_shrinks_back_after_a_burst() {
     let (a, b) = pair();
-    let first = recv(&b, 0, Kind::Msg, 0, 8, 1);
-    send(&a, 1, Kind::Msg, 0, pattern(8, 1), 1);
-    ok(next(&b, &a));
-    assert!(*first.lock() == pattern(8, 1));
-    wait_idle(&a, &b, "the first send");
+    first_contact(&a, &b);
     let quiet = bytes(&a, Account::PeerState);
     const N: usize = 200;
     let bufs: Vec<_> = (0..N)

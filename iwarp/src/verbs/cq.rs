@@ -24,8 +24,8 @@ pub(crate) struct WorkQueues {
 impl WorkQueues {
     pub(crate) fn new(max_send: usize, max_recv: usize) -> Self {
         WorkQueues {
-            // Grown as used: queues sized for the worst case (an MPI endpoint allows 16 384
-            // sends) would hold over a megabyte that stays empty.
+            // Grown as used: queues sized for the worst case (an MPI endpoint allows thousands
+            // of sends) would mostly stay empty.
             rq: VecDeque::new(),
             cq: VecDeque::new(),
             max_send,

@@ -7,7 +7,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
@@ -168,10 +168,5 @@ impl RcSetup {
     /// The stream, for the queue pair that takes the connection over.
     pub(crate) fn into_stream(self) -> TcpStream {
         self.stream
-    }
-
-    /// Time left until the deadline.
-    pub fn time_left(&self, now: Instant) -> Duration {
-        self.machine.time_left(now)
     }
 }

@@ -133,16 +133,6 @@ impl Ledger {
         self.total_peak
     }
 
-    /// The sum of the per-peer accounts' bytes, and the peers they cover (the most any of
-    /// them covers), at the last sample.
-    pub fn per_peer(&self) -> (usize, usize) {
-        self.iter()
-            .filter(|(a, _)| a.scale() == Scale::Peers)
-            .fold((0, 0), |(b, p), (_, e)| {
-                (b + e.current, p.max(e.peers.unwrap_or(0)))
-            })
-    }
-
     pub fn samples(&self) -> u64 {
         self.samples
     }

@@ -39,17 +39,6 @@ fn charges_add_and_peaks_stay() {
 }
 
 #[test]
-fn per_peer_sums_the_accounts_that_grow_with_peers() {
-    let mut l = Ledger::default();
-    let mut s = Sample::default();
-    s.charge(Account::PeerState, Usage::per_peer(1000, 10))
-        .charge(Account::AddressVector, Usage::per_peer(300, 12))
-        .charge(Account::ReceiveRing, Usage::bytes(1 << 20));
-    l.record(&s);
-    assert_eq!(l.per_peer(), (1300, 12));
-}
-
-#[test]
 fn serialises_every_account_in_order() {
     let mut l = Ledger::default();
     let mut s = Sample::default();
