@@ -9,9 +9,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 const MAGIC: [u8; 2] = [0xd1, 0x57];
 /// Raised with every change to what ranks send each other that an older build would misread
 /// (3: pushed rendezvous chunks, which a build of version 2 refuses as malformed while its
-/// sender waits for an answer that never comes). Ranks of two builds then fail at
+/// sender waits for an answer that never comes; 4: the per-peer header in front of every
+/// message). Ranks of two builds then fail at
 /// `fi_av_insert`, saying why, instead of hanging.
-const VERSION: u8 = 3;
+const VERSION: u8 = 4;
 
 /// Why bytes are not a diwarp endpoint name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -163,9 +164,9 @@ mod tests {
         assert_eq!(EpName::decode(&[0xd1]), Err(NameError::Foreign));
         // Another version's name of another length still says which version it is.
         let mut longer = good.to_vec();
-        longer[2] = 4;
+        longer[2] = 5;
         longer.push(0);
-        assert_eq!(EpName::decode(&longer), Err(NameError::Version(4)));
+        assert_eq!(EpName::decode(&longer), Err(NameError::Version(5)));
         assert_eq!(EpName::decode(&[0u8; EpName::LEN]), Err(NameError::Foreign));
         // Magic, version, family, stray bytes after an IPv4 address.
         for (i, v, e) in [
@@ -184,7 +185,7 @@ mod tests {
         // What a user reads when two builds meet.
         let why = NameError::Version(2).to_string();
         assert!(
-            why.contains("version 2") && why.contains("speaks 3"),
+            why.contains("version 2") && why.contains("speaks 4"),
             "{why}"
         );
     }

@@ -438,6 +438,7 @@ impl Endpoint {
             let d = self.data.lock();
             let counters = Counters {
                 data: d.stats(),
+                peers: d.peer_stats(),
                 queue_pair: d.rd_stats().unwrap_or_default(),
                 faults: d.fault_stats(),
                 progress_wakes: self.wakes.load(Ordering::Relaxed),

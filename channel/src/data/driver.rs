@@ -21,11 +21,15 @@ use crate::diag;
 use crate::error::{Errno, Result};
 use crate::ffi::sys::FI_PEEK;
 use crate::params::Config;
+use crate::peer;
 
 pub struct DataPath {
     qp: QueuePair,
     st: State,
     wcs: Vec<WorkCompletion>,
+    /// Stamps the messages tests forge (`feed`).
+    #[cfg(test)]
+    forger: crate::peer::Peers,
 }
 
 impl std::fmt::Debug for DataPath {
@@ -71,6 +75,8 @@ impl DataPath {
                 Budget::new(config.mem_budget),
             ),
             wcs: Vec::with_capacity(POLL_BATCH),
+            #[cfg(test)]
+            forger: crate::peer::Peers::new(0xf0f0),
         })
     }
 
@@ -92,6 +98,11 @@ impl DataPath {
 
     pub fn stats(&self) -> Stats {
         self.st.stats
+    }
+
+    /// The per-peer layer's counters.
+    pub fn peer_stats(&self) -> crate::peer::PeerStats {
+        self.st.peers.stats
     }
 
     /// How far traffic may grow the pools.
@@ -279,7 +290,15 @@ impl DataPath {
             ah: Some(to),
             signaled,
         };
-        let posted = self.qp.post_send_prefixed(wr, &prefix);
+        // The per-peer header goes first, numbered now that the message leaves in this order.
+        let mut head = [0u8; peer::HEADER + wire::WRITE_HEADER];
+        head[..peer::HEADER].copy_from_slice(&self.st.peers.stamp(to.addr));
+        let head_len = peer::HEADER + prefix.len();
+        head[peer::HEADER..head_len].copy_from_slice(&prefix);
+        let posted = self.qp.post_send_prefixed(wr, &head[..head_len]);
+        if posted.is_err() {
+            self.st.peers.unstamp(to.addr);
+        }
         match posted {
             Ok(()) => {
                 if let Role::Cts { recv } = role {
@@ -387,20 +406,36 @@ impl DataPath {
         self.qp.next_deadline()
     }
 
-    /// Handles `payload` as if a message from `src` had come off the queue pair, and posts
-    /// what it asks for: tests forge peers' messages with it.
+    /// Handles `payload` as if a message from `src` had come off the queue pair, behind the
+    /// per-peer header `src` would give it next, and posts what it asks for: tests forge
+    /// peers' messages with it.
     #[cfg(test)]
     pub fn feed(&mut self, src: std::net::SocketAddr, payload: &[u8]) {
-        iwarp::verbs::RdReceiver::message(&mut self.st, src, payload);
+        let bytes = self.forge(src, payload);
+        iwarp::verbs::RdReceiver::message(&mut self.st, src, &bytes);
         self.flush_backlog();
     }
 
-    /// [`DataPath::feed`] as the queue pair offers a message cut into datagrams at `cuts`:
-    /// segment by segment, the first first, or whole if the first is not taken.
+    /// `payload` behind the next per-peer header of a forged peer at `src`.
+    #[cfg(test)]
+    fn forge(&mut self, src: std::net::SocketAddr, payload: &[u8]) -> Vec<u8> {
+        self.forger.know(src, self.st.cfg.name.nonce);
+        let mut bytes = self.forger.stamp(src).to_vec();
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    /// [`DataPath::feed`] as the queue pair offers a message cut into datagrams at `cuts`
+    /// (offsets in `payload`): segment by segment, the first first, or whole if the first is
+    /// not taken.
     #[cfg(test)]
     pub fn feed_segments(&mut self, src: std::net::SocketAddr, payload: &[u8], cuts: &[usize]) {
         use iwarp::verbs::{RdReceiver, SEGMENT_HEAD};
-        let mut at: Vec<usize> = cuts.iter().map(|&c| c.min(payload.len())).collect();
+        let payload = self.forge(src, payload);
+        let mut at: Vec<usize> = cuts
+            .iter()
+            .map(|&c| (c + peer::HEADER).min(payload.len()))
+            .collect();
         at.extend([0, payload.len()]);
         at.sort_unstable();
         at.dedup();
@@ -409,7 +444,7 @@ impl DataPath {
             .map(|w| (w[0], &payload[w[0]..w[1]]))
             .collect();
         let Some(&(_, first)) = pieces.first() else {
-            return self.feed(src, payload);
+            return;
         };
         let head = &first[..first.len().min(SEGMENT_HEAD)];
         if self.st.segment(src, head, 0, first) {
@@ -417,7 +452,7 @@ impl DataPath {
                 self.st.segment(src, head, offset, bytes);
             }
         } else {
-            self.st.message(src, payload);
+            self.st.message(src, &payload);
         }
         self.flush_backlog();
     }
@@ -467,6 +502,7 @@ impl DataPath {
             completions: self.wcs.capacity() * std::mem::size_of::<WorkCompletion>()
                 + self.qp.work_queue_bytes(),
             lent: st.tx.lent,
+            peers: st.peers.memory(),
         }
     }
 

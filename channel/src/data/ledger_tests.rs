@@ -321,7 +321,7 @@ fn per_peer_state_of_idle_datagram_peers() {
             qp.post_send(SendWr {
                 wr_id: 1,
                 opcode: SendOpcode::Send,
-                data: &msg,
+                data: &super::tests::forged(&n, 1, &msg),
                 ah: Some(AddressHandle::new(n.udp_addr(), n.qpn)),
                 signaled: true,
             })

@@ -46,6 +46,7 @@ use crate::matching::{
     Taken,
 };
 use crate::mr::SharedMrs;
+use crate::peer::{self, Peers, Verdict};
 pub use budget::Budget;
 use bufs::SendBufs;
 use complete::kind_flag;
@@ -138,6 +139,8 @@ pub struct Memory {
     /// Of the queue pair's send and retransmission bytes, those that are the application's
     /// buffers (rendezvous chunks sent from them): not transport memory.
     pub lent: usize,
+    /// The per-peer layer: sequences, and messages held for their turn.
+    pub peers: usize,
 }
 
 /// Everything but the queue pair: what the arrivals, which the queue pair lends while it is
@@ -154,6 +157,8 @@ struct State {
     pub stats: Stats,
     /// The domain's memory regions, which peers' RMA names (set by `enable`).
     mrs: SharedMrs,
+    /// Each peer's message sequences, across paths.
+    peers: Peers,
 }
 
 /// What the endpoint was configured with.
@@ -274,6 +279,7 @@ impl State {
             },
             stats: Stats::default(),
             mrs: SharedMrs::default(),
+            peers: Peers::new(name.nonce),
         }
     }
 
@@ -299,6 +305,7 @@ impl State {
 
     pub fn send(&mut self, a: SendArgs) -> Result<()> {
         let name = self.av()?.lookup(a.dest)?;
+        self.peers.know(name.udp_addr(), name.nonce);
         let len = a.mem.len();
         let inject = a.flags & FI_INJECT != 0;
         if inject && len > INJECT_SIZE {
@@ -1172,31 +1179,81 @@ impl State {
     }
 }
 
-/// Arrivals, lent by the queue pair. A rendezvous chunk is placed at once, whatever its turn;
-/// everything else waits for its turn, and is handled at once if it is its turn already.
+/// Arrivals, lent by the queue pair, behind their per-peer header (`peer`). They are handed
+/// over in the peer's sequence; a rendezvous chunk is placed at once, whatever its turn.
 impl RdReceiver for State {
     fn early(&mut self, src: SocketAddr, payload: &[u8], in_order: bool) -> bool {
-        if in_order || wire::is_data(payload) {
-            self.handle_message(src, payload);
-            return true;
+        let (verdict, seq, body) = self.peers.arrive(src, payload);
+        match verdict {
+            Verdict::Dropped => {}
+            Verdict::Now => self.hand_over(src, body),
+            Verdict::Ahead if wire::is_data(body) => {
+                self.peers.taken_ahead(src, seq);
+                self.handle_message(src, body);
+            }
+            // Another path carries the messages before it.
+            Verdict::Ahead if in_order => self.peers.hold(src, seq, body),
+            // It comes again in its turn on this path.
+            Verdict::Ahead => return false,
         }
-        false
+        true
     }
 
     fn message(&mut self, src: SocketAddr, payload: &[u8]) {
-        self.handle_message(src, payload);
+        self.early(src, payload, true);
     }
 
     /// An eager message or a chunk behind the longest header (EAGER's and RTS's).
     fn max_message(&self) -> usize {
-        EAGER_MAX.max(CHUNK) + MATCH_HEADER
+        EAGER_MAX.max(CHUNK) + MATCH_HEADER + peer::HEADER
     }
 
     /// A chunk cut into several datagrams (an MTU below the chunk) goes into the receive
-    /// segment by segment: no reassembly buffer, no second copy.
-    /// A pushed chunk is taken this way only if its receive is known already (its RTS was
-    /// handled and matched); otherwise it is reassembled and comes in its turn.
+    /// segment by segment: no reassembly buffer, no second copy. Its number is settled with
+    /// its first segment; a duplicate is reassembled and dropped whole.
     fn segment(&mut self, src: SocketAddr, head: &[u8], offset: usize, bytes: &[u8]) -> bool {
+        let Some(head) = head.get(peer::HEADER..) else {
+            return false;
+        };
+        if offset > 0 {
+            // A taken message's first segment held the whole per-peer header.
+            let offset = offset.saturating_sub(peer::HEADER);
+            return self.take_segment(src, head, offset, bytes);
+        }
+        let (verdict, seq, body) = self.peers.arrive(src, bytes);
+        let first = match verdict {
+            Verdict::Now | Verdict::Ahead => body,
+            Verdict::Dropped => return false,
+        };
+        if !self.take_segment(src, head, 0, first) {
+            return false;
+        }
+        match verdict {
+            Verdict::Now => self.hand_over_rest(src),
+            _ => self.peers.taken_ahead(src, seq),
+        }
+        true
+    }
+}
+
+impl State {
+    /// Hands over `body`, whose turn it is, and the held messages whose turn comes after it.
+    fn hand_over(&mut self, src: SocketAddr, body: &[u8]) {
+        self.handle_message(src, body);
+        self.hand_over_rest(src);
+    }
+
+    /// The message whose turn it was is handled: hands over the held ones that follow.
+    fn hand_over_rest(&mut self, src: SocketAddr) {
+        self.peers.handed(src);
+        while let Some(held) = self.peers.ready(src) {
+            self.handle_message(src, &held);
+        }
+    }
+
+    /// A segment of a chunk, into its receive (see [`RdReceiver::segment`]); `head` and
+    /// `offset` are past the per-peer header.
+    fn take_segment(&mut self, src: SocketAddr, head: &[u8], offset: usize, bytes: &[u8]) -> bool {
         let (recv_id, chunk_at, pushed) = match wire::parse(head) {
             Ok((
                 _,
@@ -1238,6 +1295,7 @@ impl RdReceiver for State {
         true
     }
 }
+
 
 /// Pushed chunks a rendezvous receive starts with.
 enum Pushes {

@@ -17,6 +17,7 @@ impl State {
     /// Starts an RMA write (`write`) or read.
     pub fn rma(&mut self, write: bool, a: RmaArgs) -> Result<()> {
         let name = self.av()?.lookup(a.dest)?;
+        self.peers.know(name.udp_addr(), name.nonce);
         let len = a.mem.len();
         let inject = a.flags & FI_INJECT != 0;
         if inject && (!write || len > INJECT_SIZE) {

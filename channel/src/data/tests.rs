@@ -66,6 +66,19 @@ pub(super) fn pair_with(config: Config) -> (Side, Side) {
     (Side { ep: a, cq: acq }, Side { ep: b, cq: bcq })
 }
 
+/// `body` behind the per-peer header of message `seq` from a peer outside the AV to `to`.
+pub(super) fn forged(to: &EpName, seq: u32, body: &[u8]) -> Vec<u8> {
+    let h = crate::peer::PeerHeader {
+        seq,
+        ack: 0,
+        src_epoch: 0x5eed,
+        dst_epoch: crate::peer::header::epoch(to.nonce),
+    };
+    let mut b = h.encode().to_vec();
+    b.extend_from_slice(body);
+    b
+}
+
 pub(super) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31) ^ seed)
@@ -325,7 +338,22 @@ fn malformed_messages_are_counted_and_dropped() {
     let mut qp = QueuePair::create(QpType::Rd, QpConfig::default()).unwrap();
     qp.bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
     let n = b.ep.name();
-    for junk in [&b"\x09\0\0\0\0\0\0\0"[..], b"\x01", &[1u8; 40][..]] {
+    let junk = [&b"\x09\0\0\0\0\0\0\0"[..], b"\x01", &[1u8; 40][..]];
+    for (seq, junk) in (1..).zip(junk) {
+        qp.post_send(SendWr {
+            wr_id: 1,
+            opcode: SendOpcode::Send,
+            data: &forged(&n, seq, junk),
+            ah: Some(AddressHandle::new(n.udp_addr(), n.qpn)),
+            signaled: true,
+        })
+        .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut wcs = vec![];
+    // Shorter than the per-peer header; for an earlier incarnation of `b`.
+    let stale = EpName { nonce: n.nonce ^ 1, ..n };
+    for junk in [&b"\x01"[..], &forged(&stale, 4, &pattern(8, 1))] {
         qp.post_send(SendWr {
             wr_id: 1,
             opcode: SendOpcode::Send,
@@ -335,9 +363,11 @@ fn malformed_messages_are_counted_and_dropped() {
         })
         .unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut wcs = vec![];
-    while b.ep.data_stats().malformed < 3 {
+    let dropped = |b: &Side| {
+        let p = b.ep.with_data(|d| d.peer_stats());
+        (p.short, p.stale)
+    };
+    while b.ep.data_stats().malformed < 3 || dropped(&b) != (1, 1) {
         qp.poll_cq(&mut wcs, 8).unwrap();
         let _ = b.cq.read(0, |_, _| ());
         assert!(Instant::now() < deadline, "{:?}", b.ep.data_stats());

@@ -59,7 +59,10 @@ pub fn charge(d: &Memory, shared: &Shared) -> Sample {
     let lent_in_flight = d.lent.min(qp.retransmit);
     let lent_queued = (d.lent - lent_in_flight).min(qp.send_queue);
     let mut s = Sample::default();
-    s.charge(Account::PeerState, Usage::per_peer(qp.peer_state, qp.peers))
+    s.charge(
+        Account::PeerState,
+        Usage::per_peer(qp.peer_state + d.peers, qp.peers),
+    )
         .charge(
             Account::SendQueue,
             Usage::bytes(qp.send_queue - lent_queued),
@@ -134,6 +137,7 @@ mod tests {
             send_buffers: 1 << 13,
             completions: 1 << 14,
             lent: 0,
+            peers: 1 << 18,
         };
         let shared = Shared {
             av: (1 << 15, 4),
@@ -142,7 +146,7 @@ mod tests {
         };
         let s = charge(&d, &shared);
         let want = [
-            (Account::PeerState, 1 << 1),
+            (Account::PeerState, (1 << 1) | (1 << 18)),
             (Account::SendQueue, 1 << 2),
             (Account::Retransmit, 1 << 3),
             (Account::ReceiveRing, 1 << 4),
@@ -168,7 +172,7 @@ mod tests {
         assert_eq!(s.get(Account::PeerState).peers, Some(3));
         assert_eq!(s.get(Account::Unexpected).peak, 1 << 20);
         assert_eq!(s.get(Account::HeldPushes).peak, 1 << 21);
-        assert_eq!(s.total(), (1 << 18) - 2, "bits 1 to 17, each once");
+        assert_eq!(s.total(), (1 << 19) - 2, "bits 1 to 18, each once");
     }
 
     /// The application's buffers lent to the queue pair are not charged: taken from the

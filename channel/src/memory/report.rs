@@ -41,6 +41,7 @@ pub struct Growth {
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Counters {
     pub data: crate::data::Stats,
+    pub peers: crate::peer::PeerStats,
     pub queue_pair: iwarp::verbs::RdStats,
     /// diwarp's fault layer, when on.
     pub faults: Option<iwarp::verbs::FaultStats>,

@@ -1,0 +1,238 @@
+//! The path-neutral per-peer layer: what the endpoint keeps for each peer whichever path
+//! carries its messages — the message sequence both ways, and the peer's epoch.
+//!
+//! Every message to a peer gets the next number of one sequence when a path takes it
+//! (`stamp`), and the receiver hands messages to the data path strictly in that order
+//! (`order`), so the matcher sees MPI's send order whatever paths the messages took. Peers are
+//! keyed by their datagram address, the name every path knows them by: a peer that sends
+//! before our address vector holds it (a stand-in) has no AV index yet.
+//!
+//! An epoch is an endpoint's nonce (`header::epoch`). A peer's epoch comes from the address
+//! vector when we send to it, and from its messages; a new one is a new incarnation of the
+//! peer, whose sequences start afresh both ways.
+
+pub mod header;
+pub mod order;
+
+use std::net::SocketAddr;
+
+use crate::hash::Map;
+pub use header::{PeerHeader, LEN as HEADER};
+use order::{Reorder, Turn, FIRST};
+
+/// What became of an arriving message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Its turn: hand it over, then call [`Peers::handed`].
+    Now,
+    /// Ahead of its turn: take it now if its handling does not depend on order
+    /// ([`Peers::taken_ahead`]), else [`Peers::hold`] it.
+    Ahead,
+    /// Dropped and counted: shorter than the header, meant for another incarnation of this
+    /// endpoint, or a duplicate.
+    Dropped,
+}
+
+/// Counters for the report.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct PeerStats {
+    /// Messages shorter than the per-peer header.
+    pub short: u64,
+    /// Messages for an earlier incarnation of this endpoint.
+    pub stale: u64,
+    /// Messages handed over already.
+    pub duplicates: u64,
+    /// Messages held until the ones before them came.
+    pub held: u64,
+    /// Peers seen with a new epoch (restarted).
+    pub restarts: u64,
+}
+
+struct Peer {
+    /// The peer's epoch, once known.
+    epoch: Option<u32>,
+    /// The number the next message to it gets.
+    tx_next: u32,
+    rx: Reorder,
+}
+
+impl Peer {
+    fn new() -> Peer {
+        Peer {
+            epoch: None,
+            tx_next: FIRST,
+            rx: Reorder::default(),
+        }
+    }
+}
+
+pub struct Peers {
+    epoch: u32,
+    map: Map<SocketAddr, Peer>,
+    pub stats: PeerStats,
+}
+
+impl Peers {
+    /// The table of an endpoint whose nonce is `nonce`.
+    pub fn new(nonce: u64) -> Peers {
+        Peers {
+            epoch: header::epoch(nonce),
+            map: Map::default(),
+            stats: PeerStats::default(),
+        }
+    }
+
+    /// The peer at `addr` has epoch `epoch` (its nonce).
+    fn meet(&mut self, addr: SocketAddr, epoch: u32) -> &mut Peer {
+        let peer = self.map.entry(addr).or_insert_with(Peer::new);
+        if peer.epoch != Some(epoch) {
+            if peer.epoch.is_some() {
+                self.stats.restarts += 1;
+            }
+            *peer = Peer::new();
+            peer.epoch = Some(epoch);
+        }
+        peer
+    }
+
+    /// We are about to send to the address vector's entry `addr` with nonce `nonce`.
+    pub fn know(&mut self, addr: SocketAddr, nonce: u64) {
+        self.meet(addr, header::epoch(nonce));
+    }
+
+    /// The header of the next message to `addr`, numbering it. A peer never sent to nor heard
+    /// from gets epoch 0, which it drops as stale.
+    pub fn stamp(&mut self, addr: SocketAddr) -> [u8; HEADER] {
+        let epoch = self.epoch;
+        let peer = self.map.entry(addr).or_insert_with(Peer::new);
+        let seq = peer.tx_next;
+        peer.tx_next = seq.wrapping_add(1);
+        PeerHeader {
+            seq,
+            ack: peer.rx.last(),
+            src_epoch: epoch,
+            dst_epoch: peer.epoch.unwrap_or(0),
+        }
+        .encode()
+    }
+
+    /// The message last stamped for `addr` was not sent after all.
+    pub fn unstamp(&mut self, addr: SocketAddr) {
+        if let Some(peer) = self.map.get_mut(&addr) {
+            peer.tx_next = peer.tx_next.wrapping_sub(1);
+        }
+    }
+
+    /// Judges a message from `src`: its verdict, number, and the message behind the header.
+    pub fn arrive<'a>(&mut self, src: SocketAddr, bytes: &'a [u8]) -> (Verdict, u32, &'a [u8]) {
+        let Some((h, body)) = PeerHeader::parse(bytes) else {
+            self.stats.short += 1;
+            return (Verdict::Dropped, 0, bytes);
+        };
+        if h.dst_epoch != self.epoch {
+            self.stats.stale += 1;
+            return (Verdict::Dropped, h.seq, body);
+        }
+        let peer = self.meet(src, h.src_epoch);
+        let verdict = match peer.rx.turn(h.seq) {
+            Turn::Now => Verdict::Now,
+            Turn::Ahead => Verdict::Ahead,
+            Turn::Past => {
+                self.stats.duplicates += 1;
+                Verdict::Dropped
+            }
+        };
+        (verdict, h.seq, body)
+    }
+
+    /// The message whose turn it was (from `src`) was handed over.
+    pub fn handed(&mut self, src: SocketAddr) {
+        if let Some(p) = self.map.get_mut(&src) {
+            p.rx.advance();
+        }
+    }
+
+    /// Message `seq` from `src` was handled ahead of its turn.
+    pub fn taken_ahead(&mut self, src: SocketAddr, seq: u32) {
+        if let Some(p) = self.map.get_mut(&src) {
+            p.rx.done_ahead(seq);
+        }
+    }
+
+    /// Message `seq` from `src` (`body`, behind the header) waits for its turn.
+    pub fn hold(&mut self, src: SocketAddr, seq: u32, body: &[u8]) {
+        if let Some(p) = self.map.get_mut(&src) {
+            self.stats.held += 1;
+            p.rx.hold(seq, body);
+        }
+    }
+
+    /// The next held message of `src` whose turn has come.
+    pub fn ready(&mut self, src: SocketAddr) -> Option<Box<[u8]>> {
+        self.map.get_mut(&src)?.rx.ready()
+    }
+
+    /// Peers in the table.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Heap bytes: the table, and what each peer holds.
+    pub fn memory(&self) -> usize {
+        crate::hash::map_bytes(&self.map) + self.map.values().map(|p| p.rx.memory()).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    /// Messages stamped by `a` for `b` pass `b`'s judgement in order; a restarted `a` starts
+    /// afresh; one meant for an earlier `b` is dropped.
+    #[test]
+    fn sequences_follow_incarnations() {
+        let (a_addr, b_addr) = (addr(1), addr(2));
+        let mut a = Peers::new(10);
+        let mut b = Peers::new(20);
+        a.know(b_addr, 20);
+        let m1 = a.stamp(b_addr);
+        let m2 = a.stamp(b_addr);
+        assert_eq!(b.arrive(a_addr, &m2).0, Verdict::Ahead);
+        b.hold(a_addr, PeerHeader::parse(&m2).unwrap().0.seq, b"two");
+        assert_eq!(b.arrive(a_addr, &m1).0, Verdict::Now);
+        b.handed(a_addr);
+        assert_eq!(b.ready(a_addr).as_deref(), Some(&b"two"[..]));
+        assert_eq!(b.ready(a_addr), None);
+        assert_eq!(b.arrive(a_addr, &m1).0, Verdict::Dropped);
+        assert_eq!(b.stats.duplicates, 1);
+        // The acknowledgement carries what was handed over.
+        let back = b.stamp(a_addr);
+        assert_eq!(PeerHeader::parse(&back).unwrap().0.ack, 2);
+
+        // `a` restarts: its first message is in turn again.
+        let mut a2 = Peers::new(11);
+        a2.know(b_addr, 20);
+        assert_eq!(b.arrive(a_addr, &a2.stamp(b_addr)).0, Verdict::Now);
+        assert_eq!(b.stats.restarts, 1);
+
+        // A message for an incarnation of `b` that is gone.
+        a.know(b_addr, 21);
+        assert_eq!(b.arrive(a_addr, &a.stamp(b_addr)).0, Verdict::Dropped);
+        assert_eq!(b.stats.stale, 1);
+        assert_eq!(b.arrive(a_addr, &[0; 3]).0, Verdict::Dropped);
+        assert_eq!(b.stats.short, 1);
+    }
+
+    #[test]
+    fn an_unsent_stamp_is_given_back() {
+        let mut a = Peers::new(1);
+        a.know(addr(2), 2);
+        let first = PeerHeader::parse(&a.stamp(addr(2))).unwrap().0.seq;
+        a.unstamp(addr(2));
+        assert_eq!(PeerHeader::parse(&a.stamp(addr(2))).unwrap().0.seq, first);
+    }
+}
