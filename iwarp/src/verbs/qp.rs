@@ -495,8 +495,9 @@ impl QueuePair {
         self.poll(out, max, None)
     }
 
-    /// As [`QueuePair::poll_cq`], with RD messages handed to `recv` where they lie instead of
-    /// into posted receives (receiver mode; UD and RC ignore `recv`). A queue pair polled this
+    /// As [`QueuePair::poll_cq`], with RD and RC messages handed to `recv` where they lie
+    /// instead of into posted receives (receiver mode; UD ignores `recv`; RC hands over only
+    /// whole messages, through [`RdReceiver::message`], naming the peer by its TCP address). A queue pair polled this
     /// way should always be: receives posted meanwhile are not used.
     pub fn poll_cq_with(
         &mut self,
@@ -528,7 +529,7 @@ impl QueuePair {
                     }
                 }
                 Path::Rc(rc) => {
-                    rc.progress(&mut self.queues);
+                    rc.progress(&mut self.queues, recv);
                     self.check_rc();
                 }
                 Path::Unbound => {}

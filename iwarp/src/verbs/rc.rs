@@ -13,6 +13,9 @@
 //! segments are read and dropped so the stream stays in step. With no receive posted the socket
 //! is not read: TCP flow control then holds the sender back (and a peer's close is only noticed
 //! once a receive is posted or a send fails).
+//! In receiver mode (`QueuePair::poll_cq_with`) no receives are posted: each message is lent to
+//! the receiver where it lies in the decoder's buffer when one FPDU carried it, and joined in a
+//! buffer first otherwise; one longer than the receiver takes breaks the connection.
 //!
 //! Any decoding, CRC, marker or sequencing error, a reset or an end of stream breaks the
 //! connection (RFC 5044 §8): the socket is shut down and everything outstanding completes in
@@ -32,7 +35,7 @@ use nix::errno::Errno;
 use super::cq::WorkQueues;
 use super::io;
 use super::startup::Established;
-use super::{SendOpcode, SendWr, VerbsError, WcStatus};
+use super::{RdReceiver, SendOpcode, SendWr, VerbsError, WcStatus};
 use crate::wire::ddp::{Placement, UNTAGGED_HEADER_LEN};
 use crate::wire::mpa::{FpduDecoder, FpduSender, Frame, MAX_ULPDU_MARKERS};
 use crate::wire::rdmap::{Opcode, SegmentRepr};
@@ -149,6 +152,8 @@ pub(crate) struct RcPath {
     tx_msn: u32,
     rx_msn: u32,
     rx: Option<RxProgress>,
+    /// Receiver mode: the segments of a message longer than one FPDU, joined.
+    assembly: Vec<u8>,
     tx: TxBuffer,
     /// Why the connection broke, for the queue pair to pick up.
     failure: Option<VerbsError>,
@@ -191,6 +196,7 @@ impl RcPath {
             tx_msn: 1,
             rx_msn: 1,
             rx: None,
+            assembly: Vec::new(),
             tx: TxBuffer::default(),
             failure: None,
         })
@@ -212,9 +218,9 @@ impl RcPath {
         std::os::fd::AsFd::as_fd(&self.stream)
     }
 
-    /// Bytes of buffer storage held (send backlog and decoder).
+    /// Bytes of buffer storage held (send backlog, decoder, a message being joined).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.tx.buf.capacity() + self.decoder.capacity()
+        self.tx.buf.capacity() + self.decoder.capacity() + self.assembly.capacity()
     }
 
     pub(crate) fn take_failure(&mut self) -> Option<VerbsError> {
@@ -417,16 +423,68 @@ impl RcPath {
         Ok(false)
     }
 
-    /// Writes queued sends, then reads and places whatever the posted receives can take.
-    pub(crate) fn progress(&mut self, q: &mut WorkQueues) {
+    /// Writes queued sends, then reads and places whatever the posted receives can take, or
+    /// (receiver mode, `lend`) hands every message that arrived to the receiver.
+    pub(crate) fn progress(&mut self, q: &mut WorkQueues, lend: Option<&mut dyn RdReceiver>) {
         let result = if self.tx.unsent() > 0 {
             self.flush(q).map(|_| ())
         } else {
             Ok(())
         };
-        if let Err(e) = result.and_then(|()| self.receive(q)) {
+        let result = result.and_then(|()| match lend {
+            Some(recv) => self.receive_lending(recv),
+            None => self.receive(q),
+        });
+        if let Err(e) = result {
             self.fail(q, Some(e));
         }
+    }
+
+    /// Receiver mode: reads what has come and lends each message to `recv` through
+    /// [`RdReceiver::message`], in order, where it lies in the decoder's buffer when one FPDU
+    /// carried it (joined first otherwise). The peer's address is the TCP one; the owner that
+    /// knows the peer by another name wraps `recv`.
+    fn receive_lending(&mut self, recv: &mut dyn RdReceiver) -> Result<(), VerbsError> {
+        for _ in 0..READS_PER_POLL {
+            self.lend_decoded(recv)?;
+            let n = match self.decoder.read_from(&mut self.stream, READ_CHUNK) {
+                Ok(0) => return Err(VerbsError::PeerClosed),
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if n < READ_CHUNK {
+                return self.lend_decoded(recv);
+            }
+        }
+        self.lend_decoded(recv)
+    }
+
+    fn lend_decoded(&mut self, recv: &mut dyn RdReceiver) -> Result<(), VerbsError> {
+        while let Some(ulpdu) = self.decoder.next_ulpdu()? {
+            let (seg, payload) = SegmentRepr::parse(ulpdu)?;
+            let mo = check_untagged_send(&seg, self.rx_msn)?;
+            if mo as usize != self.assembly.len() {
+                return Err(VerbsError::Protocol("MO out of sequence"));
+            }
+            if self.assembly.len() + payload.len() > recv.max_message() {
+                return Err(VerbsError::Protocol("message longer than the receiver takes"));
+            }
+            if seg.last {
+                self.rx_msn = self.rx_msn.wrapping_add(1);
+                if self.assembly.is_empty() {
+                    recv.message(self.peer, payload);
+                } else {
+                    self.assembly.extend_from_slice(payload);
+                    recv.message(self.peer, &self.assembly);
+                    self.assembly.clear();
+                }
+            } else {
+                self.assembly.extend_from_slice(payload);
+            }
+        }
+        Ok(())
     }
 
     fn receive(&mut self, q: &mut WorkQueues) -> Result<(), VerbsError> {
@@ -484,15 +542,8 @@ impl RcPath {
     }
 }
 
-/// Checks one received segment against the stream's state and copies its payload into the
-/// receive at the head of the queue.
-fn place(
-    ulpdu: &[u8],
-    rx: &mut Option<RxProgress>,
-    rx_msn: &mut u32,
-    q: &mut WorkQueues,
-) -> Result<(), VerbsError> {
-    let (seg, payload) = SegmentRepr::parse(ulpdu)?;
+/// A segment's MO, if it is an untagged Send segment of message `rx_msn` on queue 0.
+fn check_untagged_send(seg: &SegmentRepr, rx_msn: u32) -> Result<u32, VerbsError> {
     let Placement::Untagged { qn, msn, mo, .. } = seg.placement else {
         return Err(VerbsError::Protocol(
             "tagged segment, but no memory is registered",
@@ -504,9 +555,22 @@ fn place(
     if qn != 0 {
         return Err(VerbsError::Protocol("Send segment on a queue other than 0"));
     }
-    if msn != *rx_msn {
+    if msn != rx_msn {
         return Err(VerbsError::Protocol("MSN out of sequence"));
     }
+    Ok(mo)
+}
+
+/// Checks one received segment against the stream's state and copies its payload into the
+/// receive at the head of the queue.
+fn place(
+    ulpdu: &[u8],
+    rx: &mut Option<RxProgress>,
+    rx_msn: &mut u32,
+    q: &mut WorkQueues,
+) -> Result<(), VerbsError> {
+    let (seg, payload) = SegmentRepr::parse(ulpdu)?;
+    let mo = check_untagged_send(&seg, *rx_msn)?;
     let progress = match rx {
         Some(p) => p,
         None => rx.insert(RxProgress {

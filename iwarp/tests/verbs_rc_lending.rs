@@ -1,0 +1,113 @@
+//! An RC queue pair in receiver mode (`poll_cq_with`): no receives posted, every message lent
+//! to the receiver whole and in order — single-FPDU ones where they lie, longer ones joined —
+//! with markers and CRC on and off; a message longer than the receiver takes breaks the
+//! connection instead of growing a buffer.
+
+#[allow(dead_code)] // each test program uses some of the helpers
+mod common;
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+use common::*;
+use iwarp::verbs::*;
+
+#[derive(Default)]
+struct Collect {
+    got: Vec<(SocketAddr, Vec<u8>)>,
+    limit: Option<usize>,
+}
+
+impl RdReceiver for Collect {
+    fn early(&mut self, _: SocketAddr, _: &[u8], _: bool) -> bool {
+        panic!("RC lends whole messages in order only");
+    }
+    fn message(&mut self, src: SocketAddr, payload: &[u8]) {
+        self.got.push((src, payload.to_vec()));
+    }
+    fn max_message(&self) -> usize {
+        self.limit.unwrap_or(1 << 24)
+    }
+}
+
+/// A connected RC pair, markers and CRC as asked.
+fn rc_pair(markers: bool, crc: bool) -> (QueuePair, QueuePair) {
+    let config = QpConfig {
+        markers,
+        crc,
+        crc_same_host: crc,
+        ..QpConfig::default()
+    };
+    let listener = TcpListener::bind(localhost()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let c = config.clone();
+    let server = std::thread::spawn(move || {
+        let mut qp = QueuePair::create(QpType::Rc, c).unwrap();
+        qp.accept(&listener).unwrap();
+        qp
+    });
+    let mut client = QueuePair::create(QpType::Rc, config).unwrap();
+    client.connect(addr, &[]).unwrap();
+    (client, server.join().unwrap())
+}
+
+fn run(markers: bool, crc: bool) {
+    let (mut a, mut b) = rc_pair(markers, crc);
+    let sizes = [0, 1, 100, 65_000, 65_517, 65_518, 200_000, 3];
+    for (i, &n) in sizes.iter().enumerate() {
+        a.post_send(SendWr {
+            wr_id: i as u64,
+            opcode: SendOpcode::Send,
+            data: &pattern(n, i as u8),
+            ah: None,
+            signaled: true,
+        })
+        .unwrap();
+    }
+    let mut r = Collect::default();
+    let (mut wcs, mut sent) = (vec![], 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while r.got.len() < sizes.len() || sent < sizes.len() {
+        sent += a.poll_cq(&mut wcs, 16).unwrap();
+        b.poll_cq_with(&mut r, &mut wcs, 16).unwrap();
+        assert!(Instant::now() < deadline, "{} of {} arrived", r.got.len(), sizes.len());
+    }
+    let peer = b.peer_addr().unwrap();
+    for (i, (&n, (src, got))) in sizes.iter().zip(&r.got).enumerate() {
+        assert_eq!(*src, peer);
+        assert!(*got == pattern(n, i as u8), "message {i} of {n} bytes");
+    }
+}
+
+#[test]
+fn messages_are_lent_whole_and_in_order() {
+    for (markers, crc) in [(false, false), (false, true), (true, true)] {
+        run(markers, crc);
+    }
+}
+
+#[test]
+fn a_message_longer_than_the_receiver_takes_breaks_the_connection() {
+    let (mut a, mut b) = rc_pair(false, true);
+    a.post_send(SendWr {
+        wr_id: 1,
+        opcode: SendOpcode::Send,
+        data: &pattern(100_000, 1),
+        ah: None,
+        signaled: true,
+    })
+    .unwrap();
+    let mut r = Collect {
+        limit: Some(70_000),
+        ..Collect::default()
+    };
+    let mut wcs = vec![];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.state() != QpState::Error {
+        let _ = a.poll_cq(&mut wcs, 16);
+        let _ = b.poll_cq_with(&mut r, &mut wcs, 16);
+        assert!(Instant::now() < deadline, "the connection did not break");
+    }
+    assert!(r.got.is_empty());
+    assert!(matches!(b.last_error(), Some(VerbsError::Protocol(_))), "{:?}", b.last_error());
+}
