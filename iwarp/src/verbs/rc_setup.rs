@@ -82,6 +82,34 @@ impl RcSetup {
         })
     }
 
+    /// Takes a stream the owner accepted, and leaves the answer to the peer's Request to the
+    /// owner: once [`RcSetup::asked`] shows the initiator's private data, call
+    /// [`RcSetup::accept_with`] or [`RcSetup::reject_with`], then progress again.
+    pub fn accept_deciding(
+        stream: TcpStream,
+        config: &QpConfig,
+        now: Instant,
+    ) -> Result<RcSetup, VerbsError> {
+        let mut setup = RcSetup::accept(stream, config, &[], now)?;
+        setup.machine = Startup::deciding_responder(config, now, config.connect_timeout);
+        Ok(setup)
+    }
+
+    /// The initiator's private data, while the owner's answer is awaited.
+    pub fn asked(&self) -> Option<&[u8]> {
+        self.machine.request_private_data()
+    }
+
+    /// Accepts the peer's Request, answering with `private_data`.
+    pub fn accept_with(&mut self, private_data: &[u8]) {
+        self.machine.accept(private_data);
+    }
+
+    /// Rejects the peer's Request with `private_data` as the reason.
+    pub fn reject_with(&mut self, private_data: &[u8]) {
+        self.machine.reject(private_data);
+    }
+
     /// The socket to wait on.
     pub fn socket(&self) -> BorrowedFd<'_> {
         self.stream.as_fd()

@@ -21,6 +21,11 @@ pub enum Role {
 enum State {
     /// Waiting for the peer's frame.
     Waiting,
+    /// A deciding responder has the Request and waits for the owner's answer.
+    Asked {
+        request: StartupRepr,
+        leftover: Vec<u8>,
+    },
     /// The exchange settled; the result waits for our frame to be written out.
     Settled(Result<Established, VerbsError>),
     /// Handed over, or failed before anything was settled.
@@ -41,6 +46,8 @@ pub struct Startup {
     output: Vec<u8>,
     deadline: Instant,
     failure: Option<VerbsError>,
+    /// A responder that leaves accepting or rejecting a Request to its owner.
+    decides: bool,
 }
 
 /// What the exchange has come to.
@@ -71,6 +78,7 @@ impl Startup {
             output: Vec::new(),
             deadline: now + timeout,
             failure: None,
+            decides: false,
         }
     }
 
@@ -106,6 +114,53 @@ impl Startup {
         Startup::new(Role::Responder, config, private_data, now, timeout)
     }
 
+    /// A passive end whose owner decides on the Request: once it has come,
+    /// [`Startup::request_private_data`] shows what the initiator sent, and the exchange waits
+    /// for [`Startup::accept`] or [`Startup::reject`] (the deadline still holds).
+    pub fn deciding_responder(config: &QpConfig, now: Instant, timeout: Duration) -> Startup {
+        Startup {
+            decides: true,
+            ..Startup::new(Role::Responder, config, &[], now, timeout)
+        }
+    }
+
+    /// The initiator's private data, while a deciding responder waits for its owner's answer.
+    pub fn request_private_data(&self) -> Option<&[u8]> {
+        match &self.state {
+            State::Asked { request, .. } => Some(&request.private_data),
+            _ => None,
+        }
+    }
+
+    /// Accepts the Request, answering with `private_data` (if it is still asked).
+    pub fn accept(&mut self, private_data: &[u8]) {
+        if let State::Asked { request, leftover } = std::mem::replace(&mut self.state, State::Done)
+        {
+            self.private_data = private_data.to_vec();
+            self.state = State::Settled(self.on_request(request, leftover));
+        }
+    }
+
+    /// Rejects the Request with a rejecting Reply carrying `private_data` (the reason, for the
+    /// initiator's [`VerbsError::Rejected`]); this end fails with the same error.
+    pub fn reject(&mut self, private_data: &[u8]) {
+        if let State::Asked { request, .. } = std::mem::replace(&mut self.state, State::Done) {
+            let reply = StartupRepr {
+                kind: FrameKind::Reply,
+                markers: self.markers,
+                crc: self.crc,
+                reject: true,
+                revision: request.revision.min(self.revision),
+                ird_ord: None,
+                private_data: private_data.to_vec(),
+            };
+            self.output = reply.emit().unwrap_or_default();
+            self.state = State::Settled(Err(VerbsError::Rejected {
+                private_data: private_data.to_vec(),
+            }));
+        }
+    }
+
     pub fn role(&self) -> Role {
         self.role
     }
@@ -137,6 +192,9 @@ impl Startup {
             State::Waiting => {}
             // Past the peer's frame: the FPDU stream, kept for the connection.
             State::Settled(Ok(ref mut est)) => return est.leftover.extend_from_slice(bytes),
+            State::Asked {
+                ref mut leftover, ..
+            } => return leftover.extend_from_slice(bytes),
             State::Settled(Err(_)) | State::Done => return,
         }
         self.input.extend_from_slice(bytes);
@@ -153,7 +211,7 @@ impl Startup {
 
     /// The peer closed its end (a read returned 0).
     pub fn handle_closed(&mut self) {
-        if matches!(self.state, State::Waiting) {
+        if matches!(self.state, State::Waiting | State::Asked { .. }) {
             self.fail(VerbsError::PeerClosed);
         }
     }
@@ -201,7 +259,7 @@ impl Startup {
         match std::mem::replace(&mut self.state, State::Done) {
             State::Settled(Ok(est)) => Outcome::Established(est),
             State::Settled(Err(e)) => Outcome::Failed(e),
-            s @ State::Waiting => {
+            s @ (State::Waiting | State::Asked { .. }) => {
                 self.state = s;
                 Outcome::Pending
             }
@@ -215,6 +273,13 @@ impl Startup {
     }
 
     fn settle(&mut self, frame: StartupRepr, leftover: Vec<u8>) {
+        if self.decides && frame.kind == FrameKind::Request {
+            self.state = State::Asked {
+                request: frame,
+                leftover,
+            };
+            return;
+        }
         let r = match self.role {
             Role::Initiator => self.on_reply(frame, leftover),
             Role::Responder => self.on_request(frame, leftover),

@@ -206,3 +206,55 @@ fn a_settled_exchange_outlives_its_deadline() {
     a.handle_timeout(now + T);
     assert!(matches!(a.poll(), Outcome::Failed(VerbsError::Timeout)));
 }
+
+/// A deciding responder shows the Request's private data and answers as its owner says:
+/// accepted with the owner's private data, or rejected with a reason the initiator reads.
+#[test]
+fn a_deciding_responder_accepts_or_rejects_as_told() {
+    for accept in [true, false] {
+        let now = Instant::now();
+        let mut a = Startup::initiator(&QpConfig::default(), b"me", now, T).unwrap();
+        let mut b = Startup::deciding_responder(&QpConfig::default(), now, T);
+        let req = a.pending_output().to_vec();
+        a.written(req.len());
+        assert_eq!(b.request_private_data(), None);
+        b.handle_input(&req);
+        assert_eq!(b.request_private_data(), Some(&b"me"[..]));
+        assert!(matches!(b.poll(), Outcome::Pending), "waits for the owner");
+        assert!(b.pending_output().is_empty());
+        if accept {
+            b.accept(b"you");
+        } else {
+            b.reject(b"cap");
+        }
+        assert_eq!(b.request_private_data(), None);
+        let reply = b.pending_output().to_vec();
+        b.written(reply.len());
+        a.handle_input(&reply);
+        match (a.poll(), b.poll(), accept) {
+            (Outcome::Established(ea), Outcome::Established(eb), true) => {
+                assert_eq!(ea.peer_private_data, b"you");
+                assert_eq!(eb.peer_private_data, b"me");
+                assert_eq!(ea.negotiated.crc, eb.negotiated.crc);
+            }
+            (
+                Outcome::Failed(VerbsError::Rejected { private_data: pa }),
+                Outcome::Failed(VerbsError::Rejected { private_data: pb }),
+                false,
+            ) => assert_eq!((pa, pb), (b"cap".to_vec(), b"cap".to_vec())),
+            _ => panic!("accept {accept}: unexpected outcomes"),
+        }
+    }
+}
+
+#[test]
+fn an_owner_that_never_answers_fails_at_the_deadline() {
+    let now = Instant::now();
+    let mut a = Startup::initiator(&QpConfig::default(), b"me", now, T).unwrap();
+    let mut b = Startup::deciding_responder(&QpConfig::default(), now, T);
+    b.handle_input(a.pending_output());
+    b.handle_timeout(now + T / 2);
+    assert!(matches!(b.poll(), Outcome::Pending));
+    b.handle_timeout(now + T);
+    assert!(matches!(b.poll(), Outcome::Failed(VerbsError::Timeout)));
+}
