@@ -292,7 +292,7 @@ impl DataPath {
         };
         // The per-peer header goes first, numbered now that the message leaves in this order.
         let mut head = [0u8; peer::HEADER + wire::WRITE_HEADER];
-        head[..peer::HEADER].copy_from_slice(&self.st.peers.stamp(to.addr));
+        head[..peer::HEADER].copy_from_slice(&self.st.peers.stamp(to.addr, false).encode());
         let head_len = peer::HEADER + prefix.len();
         head[peer::HEADER..head_len].copy_from_slice(&prefix);
         let posted = self.qp.post_send_prefixed(wr, &head[..head_len]);
@@ -420,7 +420,7 @@ impl DataPath {
     #[cfg(test)]
     fn forge(&mut self, src: std::net::SocketAddr, payload: &[u8]) -> Vec<u8> {
         self.forger.know(src, self.st.cfg.name.nonce);
-        let mut bytes = self.forger.stamp(src).to_vec();
+        let mut bytes = self.forger.stamp(src, false).encode().to_vec();
         bytes.extend_from_slice(payload);
         bytes
     }

@@ -69,6 +69,7 @@ pub(super) fn pair_with(config: Config) -> (Side, Side) {
 /// `body` behind the per-peer header of message `seq` from a peer outside the AV to `to`.
 pub(super) fn forged(to: &EpName, seq: u32, body: &[u8]) -> Vec<u8> {
     let h = crate::peer::PeerHeader {
+        flags: 0,
         seq,
         ack: 0,
         src_epoch: 0x5eed,

@@ -2,19 +2,29 @@
 //! carries it, in front of the data path's own header (`data::wire`).
 //!
 //! ```text
-//! 0..4 sequence u32 | 4..8 acknowledged u32 | 8..12 sender's epoch u32 | 12..16 receiver's epoch u32
+//! 0 flags | 1..4 zero | 4..8 sequence u32 | 8..12 acknowledged u32 | 12..16 sender's epoch u32
+//! | 16..20 receiver's epoch u32
 //! ```
 //!
 //! The sequence numbers every message to one peer, across paths; the acknowledgement is the
 //! last of the peer's messages handed over in order. Epochs are the endpoints' nonces folded
 //! to 32 bits: a message for another incarnation of the receiver is dropped, and a new epoch
-//! from a sender starts its sequence afresh. Integers are little-endian.
+//! from a sender starts its sequence afresh. `ACK_NOW` asks the receiver to acknowledge
+//! without waiting for a message of its own to carry it; an `ACK_ONLY` message carries nothing
+//! else, is not numbered, and has no body. Integers are little-endian.
 
 /// Header bytes.
-pub const LEN: usize = 16;
+pub const LEN: usize = 20;
+
+/// Acknowledge promptly.
+pub const ACK_NOW: u8 = 1;
+/// An acknowledgement alone.
+pub const ACK_ONLY: u8 = 2;
+const KNOWN_FLAGS: u8 = ACK_NOW | ACK_ONLY;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerHeader {
+    pub flags: u8,
     pub seq: u32,
     pub ack: u32,
     pub src_epoch: u32,
@@ -24,22 +34,28 @@ pub struct PeerHeader {
 impl PeerHeader {
     pub fn encode(&self) -> [u8; LEN] {
         let mut b = [0u8; LEN];
-        b[0..4].copy_from_slice(&self.seq.to_le_bytes());
-        b[4..8].copy_from_slice(&self.ack.to_le_bytes());
-        b[8..12].copy_from_slice(&self.src_epoch.to_le_bytes());
-        b[12..16].copy_from_slice(&self.dst_epoch.to_le_bytes());
+        b[0] = self.flags;
+        b[4..8].copy_from_slice(&self.seq.to_le_bytes());
+        b[8..12].copy_from_slice(&self.ack.to_le_bytes());
+        b[12..16].copy_from_slice(&self.src_epoch.to_le_bytes());
+        b[16..20].copy_from_slice(&self.dst_epoch.to_le_bytes());
         b
     }
 
-    /// The header and the message behind it; `None` if `b` is shorter than a header.
+    /// The header and the message behind it; `None` if `b` is shorter than a header or sets
+    /// bits this build does not know.
     pub fn parse(b: &[u8]) -> Option<(PeerHeader, &[u8])> {
         let (h, body) = b.split_first_chunk::<LEN>()?;
+        if h[0] & !KNOWN_FLAGS != 0 || h[1..4] != [0; 3] {
+            return None;
+        }
         let word = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
         let header = PeerHeader {
-            seq: word(0),
-            ack: word(4),
-            src_epoch: word(8),
-            dst_epoch: word(12),
+            flags: h[0],
+            seq: word(4),
+            ack: word(8),
+            src_epoch: word(12),
+            dst_epoch: word(16),
         };
         Some((header, body))
     }
@@ -57,6 +73,7 @@ mod tests {
     #[test]
     fn round_trips_and_refuses_short_input() {
         let h = PeerHeader {
+            flags: ACK_NOW,
             seq: 0xdead_beef,
             ack: 7,
             src_epoch: 1,
@@ -67,6 +84,11 @@ mod tests {
         assert_eq!(PeerHeader::parse(&b), Some((h, &b"body"[..])));
         assert_eq!(PeerHeader::parse(&b[..LEN - 1]), None);
         assert_eq!(PeerHeader::parse(&b[..LEN]), Some((h, &b""[..])));
+        for (at, bad) in [(0, 4), (1, 1), (3, 1)] {
+            let mut c = b.clone();
+            c[at] |= bad;
+            assert_eq!(PeerHeader::parse(&c), None, "byte {at}");
+        }
     }
 
     #[test]

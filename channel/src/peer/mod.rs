@@ -28,15 +28,15 @@ pub enum Verdict {
     /// Ahead of its turn: take it now if its handling does not depend on order
     /// ([`Peers::taken_ahead`]), else [`Peers::hold`] it.
     Ahead,
-    /// Dropped and counted: shorter than the header, meant for another incarnation of this
-    /// endpoint, or a duplicate.
+    /// Nothing to hand over: an acknowledgement alone, or dropped and counted (shorter than
+    /// the header, meant for another incarnation of this endpoint, or a duplicate).
     Dropped,
 }
 
 /// Counters for the report.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct PeerStats {
-    /// Messages shorter than the per-peer header.
+    /// Messages shorter than the per-peer header, or with bits set this build does not know.
     pub short: u64,
     /// Messages for an earlier incarnation of this endpoint.
     pub stale: u64,
@@ -46,6 +46,9 @@ pub struct PeerStats {
     pub held: u64,
     /// Peers seen with a new epoch (restarted).
     pub restarts: u64,
+    /// Acknowledgements sent and received alone.
+    pub acks_sent: u64,
+    pub acks_received: u64,
 }
 
 struct Peer {
@@ -53,6 +56,10 @@ struct Peer {
     epoch: Option<u32>,
     /// The number the next message to it gets.
     tx_next: u32,
+    /// The last of our messages it acknowledged.
+    acked: u32,
+    /// It asked for an acknowledgement that no message has carried yet.
+    owed: bool,
     rx: Reorder,
 }
 
@@ -61,6 +68,8 @@ impl Peer {
         Peer {
             epoch: None,
             tx_next: FIRST,
+            acked: FIRST.wrapping_sub(1),
+            owed: false,
             rx: Reorder::default(),
         }
     }
@@ -69,7 +78,14 @@ impl Peer {
 pub struct Peers {
     epoch: u32,
     map: Map<SocketAddr, Peer>,
+    /// Peers owed an acknowledgement.
+    owing: Vec<SocketAddr>,
     pub stats: PeerStats,
+}
+
+/// Whether `seq` is at or before `last` in a wrapping sequence.
+pub fn covers(last: u32, seq: u32) -> bool {
+    last.wrapping_sub(seq) < order::WINDOW
 }
 
 impl Peers {
@@ -78,6 +94,7 @@ impl Peers {
         Peers {
             epoch: header::epoch(nonce),
             map: Map::default(),
+            owing: Vec::new(),
             stats: PeerStats::default(),
         }
     }
@@ -100,20 +117,22 @@ impl Peers {
         self.meet(addr, header::epoch(nonce));
     }
 
-    /// The header of the next message to `addr`, numbering it. A peer never sent to nor heard
-    /// from gets epoch 0, which it drops as stale.
-    pub fn stamp(&mut self, addr: SocketAddr) -> [u8; HEADER] {
+    /// The header of the next message to `addr`, numbering it; `ack_now` asks the peer to
+    /// acknowledge it promptly. A peer never sent to nor heard from gets epoch 0, which it
+    /// drops as stale.
+    pub fn stamp(&mut self, addr: SocketAddr, ack_now: bool) -> PeerHeader {
         let epoch = self.epoch;
         let peer = self.map.entry(addr).or_insert_with(Peer::new);
         let seq = peer.tx_next;
         peer.tx_next = seq.wrapping_add(1);
+        peer.owed = false;
         PeerHeader {
+            flags: if ack_now { header::ACK_NOW } else { 0 },
             seq,
             ack: peer.rx.last(),
             src_epoch: epoch,
             dst_epoch: peer.epoch.unwrap_or(0),
         }
-        .encode()
     }
 
     /// The message last stamped for `addr` was not sent after all.
@@ -121,6 +140,34 @@ impl Peers {
         if let Some(peer) = self.map.get_mut(&addr) {
             peer.tx_next = peer.tx_next.wrapping_sub(1);
         }
+    }
+
+    /// An acknowledgement alone for `addr` (asking for one back if `ack_now`).
+    pub fn ack_only(&mut self, addr: SocketAddr, ack_now: bool) -> PeerHeader {
+        let epoch = self.epoch;
+        let peer = self.map.entry(addr).or_insert_with(Peer::new);
+        peer.owed = false;
+        self.stats.acks_sent += 1;
+        PeerHeader {
+            flags: header::ACK_ONLY | if ack_now { header::ACK_NOW } else { 0 },
+            seq: 0,
+            ack: peer.rx.last(),
+            src_epoch: epoch,
+            dst_epoch: peer.epoch.unwrap_or(0),
+        }
+    }
+
+    /// Peers that asked for an acknowledgement no message carried since; the list is
+    /// emptied.
+    pub fn take_owing(&mut self) -> Vec<SocketAddr> {
+        let mut owing = std::mem::take(&mut self.owing);
+        owing.retain(|a| self.map.get(a).is_some_and(|p| p.owed));
+        owing
+    }
+
+    /// The last of our messages `addr` acknowledged.
+    pub fn acked(&self, addr: SocketAddr) -> Option<u32> {
+        self.map.get(&addr).map(|p| p.acked)
     }
 
     /// Judges a message from `src`: its verdict, number, and the message behind the header.
@@ -134,7 +181,20 @@ impl Peers {
             return (Verdict::Dropped, h.seq, body);
         }
         let peer = self.meet(src, h.src_epoch);
-        let verdict = match peer.rx.turn(h.seq) {
+        if covers(h.ack, peer.acked) && covers(peer.tx_next.wrapping_sub(1), h.ack) {
+            peer.acked = h.ack;
+        }
+        let newly_owed = h.flags & header::ACK_NOW != 0 && !peer.owed;
+        peer.owed |= newly_owed;
+        let turn = peer.rx.turn(h.seq);
+        if newly_owed {
+            self.owing.push(src);
+        }
+        if h.flags & header::ACK_ONLY != 0 {
+            self.stats.acks_received += 1;
+            return (Verdict::Dropped, 0, &[]);
+        }
+        let verdict = match turn {
             Turn::Now => Verdict::Now,
             Turn::Ahead => Verdict::Ahead,
             Turn::Past => {
@@ -144,7 +204,6 @@ impl Peers {
         };
         (verdict, h.seq, body)
     }
-
     /// The message whose turn it was (from `src`) was handed over.
     pub fn handed(&mut self, src: SocketAddr) {
         if let Some(p) = self.map.get_mut(&src) {
@@ -199,8 +258,8 @@ mod tests {
         let mut a = Peers::new(10);
         let mut b = Peers::new(20);
         a.know(b_addr, 20);
-        let m1 = a.stamp(b_addr);
-        let m2 = a.stamp(b_addr);
+        let m1 = a.stamp(b_addr, false).encode();
+        let m2 = a.stamp(b_addr, false).encode();
         assert_eq!(b.arrive(a_addr, &m2).0, Verdict::Ahead);
         b.hold(a_addr, PeerHeader::parse(&m2).unwrap().0.seq, b"two");
         assert_eq!(b.arrive(a_addr, &m1).0, Verdict::Now);
@@ -210,18 +269,17 @@ mod tests {
         assert_eq!(b.arrive(a_addr, &m1).0, Verdict::Dropped);
         assert_eq!(b.stats.duplicates, 1);
         // The acknowledgement carries what was handed over.
-        let back = b.stamp(a_addr);
-        assert_eq!(PeerHeader::parse(&back).unwrap().0.ack, 2);
+        assert_eq!(b.stamp(a_addr, false).ack, 2);
 
         // `a` restarts: its first message is in turn again.
         let mut a2 = Peers::new(11);
         a2.know(b_addr, 20);
-        assert_eq!(b.arrive(a_addr, &a2.stamp(b_addr)).0, Verdict::Now);
+        assert_eq!(b.arrive(a_addr, &a2.stamp(b_addr, false).encode()).0, Verdict::Now);
         assert_eq!(b.stats.restarts, 1);
 
         // A message for an incarnation of `b` that is gone.
         a.know(b_addr, 21);
-        assert_eq!(b.arrive(a_addr, &a.stamp(b_addr)).0, Verdict::Dropped);
+        assert_eq!(b.arrive(a_addr, &a.stamp(b_addr, false).encode()).0, Verdict::Dropped);
         assert_eq!(b.stats.stale, 1);
         assert_eq!(b.arrive(a_addr, &[0; 3]).0, Verdict::Dropped);
         assert_eq!(b.stats.short, 1);
@@ -231,8 +289,43 @@ mod tests {
     fn an_unsent_stamp_is_given_back() {
         let mut a = Peers::new(1);
         a.know(addr(2), 2);
-        let first = PeerHeader::parse(&a.stamp(addr(2))).unwrap().0.seq;
+        let first = a.stamp(addr(2), false).seq;
         a.unstamp(addr(2));
-        assert_eq!(PeerHeader::parse(&a.stamp(addr(2))).unwrap().0.seq, first);
+        assert_eq!(a.stamp(addr(2), false).seq, first);
+    }
+
+    /// Acknowledgements: asked for with ACK_NOW, owed until a message carries one, taken
+    /// only within what was sent, and alone they hand nothing over.
+    #[test]
+    fn acknowledgements_are_owed_carried_and_bounded() {
+        let (a_addr, b_addr) = (addr(1), addr(2));
+        let (mut a, mut b) = (Peers::new(10), Peers::new(20));
+        a.know(b_addr, 20);
+        for ack_now in [false, true, false] {
+            let m = a.stamp(b_addr, ack_now).encode();
+            assert_eq!(b.arrive(a_addr, &m).0, Verdict::Now);
+            b.handed(a_addr);
+        }
+        assert_eq!(b.take_owing(), vec![a_addr]);
+        assert_eq!(b.take_owing(), vec![], "listed once");
+        let ack = b.ack_only(a_addr, false);
+        assert_eq!((ack.seq, ack.ack), (0, 3));
+        assert_eq!(a.acked(b_addr), Some(0));
+        assert_eq!(a.arrive(b_addr, &ack.encode()).0, Verdict::Dropped);
+        assert_eq!(a.acked(b_addr), Some(3));
+        assert_eq!((a.stats.acks_received, b.stats.acks_sent), (1, 1));
+        // An acknowledgement of what was never sent is not taken; an older one changes nothing.
+        for bogus in [7, 1] {
+            let mut h = b.ack_only(a_addr, false);
+            h.ack = bogus;
+            a.arrive(b_addr, &h.encode());
+            assert_eq!(a.acked(b_addr), Some(3), "ack {bogus}");
+        }
+        // A message asking for an ACK and answered by one of ours clears the debt.
+        let m = a.stamp(b_addr, true).encode();
+        b.arrive(a_addr, &m);
+        b.handed(a_addr);
+        let _ = b.stamp(a_addr, false);
+        assert_eq!(b.take_owing(), vec![]);
     }
 }

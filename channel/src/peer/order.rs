@@ -47,7 +47,7 @@ pub const FIRST: u32 = 1;
 
 /// Numbers farther ahead than this are older than the sequence (it wrapped past them), not
 /// newer: no path holds that many messages of one peer in flight.
-const WINDOW: u32 = 1 << 30;
+pub(crate) const WINDOW: u32 = 1 << 30;
 
 impl Reorder {
     pub fn turn(&self, seq: u32) -> Turn {
