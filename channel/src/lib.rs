@@ -29,6 +29,7 @@ pub mod matching;
 pub mod memory;
 pub mod mr;
 pub mod params;
+pub mod path;
 pub mod peer;
 pub mod progress;
 

@@ -32,6 +32,13 @@ pub const CRC: &str = "crc";
 pub const DATAGRAM_SIZE: &str = "datagram_size";
 pub const CONNECTED_PEERS: &str = "connected_peers";
 pub const PUSH_SIZE: &str = "push_size";
+pub const MODE: &str = "mode";
+pub const RC_MAX: &str = "rc_max";
+pub const RC_MESSAGES: &str = "rc_messages";
+pub const RC_BYTES: &str = "rc_bytes";
+pub const RC_HALF_LIFE_MS: &str = "rc_half_life_ms";
+pub const RC_HYSTERESIS_MS: &str = "rc_hysteresis_ms";
+pub const RC_IDLE_MS: &str = "rc_idle_ms";
 
 pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -115,6 +122,53 @@ pub const PARAMS: &[ParamSpec] = &[
                after the answer). Saves a round trip per message above the eager size \
                (default: 245760, four 60 KiB chunks; 0: wait for the answer)",
     },
+    ParamSpec {
+        name: MODE,
+        kind: ParamKind::Str,
+        help: "Which paths peers use. ud: every peer over the endpoint's one UDP socket \
+               (reliable datagrams). rc: every peer over a TCP connection of its own (iWARP \
+               over MPA), set up on first use, no cap. hybrid: datagrams for all, and a TCP \
+               connection for each of the peers this rank talks to most, up to \
+               FI_DIWARP_RC_MAX; a connection idle for FI_DIWARP_RC_IDLE_MS closes. \
+               Ranks in different modes still talk: over datagrams (default: ud)",
+    },
+    ParamSpec {
+        name: RC_MAX,
+        kind: ParamKind::Size,
+        help: "hybrid: TCP connections per rank at most, those being set up or closed \
+               included; a rank at its cap refuses more, and the peer stays on datagrams \
+               (default: 16)",
+    },
+    ParamSpec {
+        name: RC_MESSAGES,
+        kind: ParamKind::Int,
+        help: "hybrid: a peer gets a connection when its recent traffic reaches this many \
+               messages (sent and received, counts halving every FI_DIWARP_RC_HALF_LIFE_MS; a \
+               rendezvous message counts 8) or FI_DIWARP_RC_BYTES bytes (default: 64)",
+    },
+    ParamSpec {
+        name: RC_BYTES,
+        kind: ParamKind::Size,
+        help: "hybrid: a peer gets a connection when its recent traffic reaches this many \
+               bytes (default: 4194304)",
+    },
+    ParamSpec {
+        name: RC_HALF_LIFE_MS,
+        kind: ParamKind::Int,
+        help: "hybrid: recent traffic counts halve every this many milliseconds (default: 200)",
+    },
+    ParamSpec {
+        name: RC_HYSTERESIS_MS,
+        kind: ParamKind::Int,
+        help: "hybrid: a connected peer is not demoted for a hotter one before it has been \
+               connected and idle this many milliseconds (default: 100)",
+    },
+    ParamSpec {
+        name: RC_IDLE_MS,
+        kind: ParamKind::Int,
+        help: "hybrid: a connection idle this many milliseconds closes, and its peer goes \
+               back to datagrams (default: 2000)",
+    },
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,7 +186,7 @@ pub trait ParamSource {
 }
 
 /// The provider's settings, validated; out-of-range values fall back to the default with a warning.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub iface: Option<String>,
     pub eager_size: usize,
@@ -150,6 +204,8 @@ pub struct Config {
     pub datagram_size: Option<usize>,
     pub connected_peers: usize,
     pub push_size: usize,
+    /// Which peers get RC connections, and when (`FI_DIWARP_MODE`, `FI_DIWARP_RC_*`).
+    pub promote: policies::promote::Config,
 }
 
 impl Default for Config {
@@ -167,6 +223,7 @@ impl Default for Config {
             datagram_size: None,
             connected_peers: 64,
             push_size: 4 * crate::data::CHUNK,
+            promote: policies::promote::Config::default(),
         }
     }
 }
@@ -285,8 +342,61 @@ impl Config {
             &mut c.connected_peers,
         );
         size_at_most(src, PUSH_SIZE, PUSH_SIZE_MAX, &mut c.push_size);
+        c.promote = promote_from(src);
         c
     }
+}
+
+/// Most RC connections a rank may keep: each is a file descriptor.
+const RC_MAX_MAX: usize = 65_536;
+const RC_MS_RANGE: std::ops::RangeInclusive<i64> = 1..=3_600_000;
+
+fn promote_from(src: &dyn ParamSource) -> policies::promote::Config {
+    use policies::promote::Mode;
+    let mut p = policies::promote::Config::default();
+    if let Some(ParamValue::Str(s)) = src.get(spec(MODE)) {
+        match Mode::parse(s.trim()) {
+            Some(m) => p.mode = m,
+            None if s.is_empty() => {}
+            None => diag!(
+                Warn,
+                Core,
+                "FI_DIWARP_MODE={s} is not ud, rc or hybrid; using {}",
+                p.mode.name()
+            ),
+        }
+    }
+    let mut cap = p.cap;
+    size_at_most(src, RC_MAX, RC_MAX_MAX, &mut cap);
+    p.cap = cap;
+    let mut bytes = p.promote_bytes as usize;
+    size_at_most(src, RC_BYTES, usize::MAX, &mut bytes);
+    p.promote_bytes = bytes as f64;
+    let ms = |name: &str, field: &mut std::time::Duration| {
+        if let Some(ParamValue::Int(v)) = src.get(spec(name)) {
+            if RC_MS_RANGE.contains(&v) {
+                *field = Duration::from_millis(v as u64);
+            } else {
+                diag!(
+                    Warn,
+                    Core,
+                    "FI_DIWARP_{}={v} is outside {RC_MS_RANGE:?}; using {field:?}",
+                    name.to_uppercase()
+                );
+            }
+        }
+    };
+    ms(RC_HALF_LIFE_MS, &mut p.half_life);
+    ms(RC_HYSTERESIS_MS, &mut p.hysteresis);
+    ms(RC_IDLE_MS, &mut p.idle_limit);
+    if let Some(ParamValue::Int(n)) = src.get(spec(RC_MESSAGES)) {
+        if n >= 1 {
+            p.promote_messages = n as f64;
+        } else {
+            diag!(Warn, Core, "FI_DIWARP_RC_MESSAGES={n} is below 1; using {}", p.promote_messages);
+        }
+    }
+    p
 }
 
 #[cfg(test)]
@@ -365,6 +475,32 @@ mod tests {
             )])));
             assert_eq!(c.datagram_size, None, "{bad}");
         }
+    }
+
+    #[test]
+    fn promotion_settings_are_taken_and_bad_ones_ignored() {
+        use policies::promote::Mode;
+        let c = Config::from_source(&Map(HashMap::from([
+            (MODE, ParamValue::Str("hybrid".into())),
+            (RC_MAX, ParamValue::Size(2)),
+            (RC_MESSAGES, ParamValue::Int(4)),
+            (RC_BYTES, ParamValue::Size(1000)),
+            (RC_HALF_LIFE_MS, ParamValue::Int(50)),
+            (RC_HYSTERESIS_MS, ParamValue::Int(0)),
+            (RC_IDLE_MS, ParamValue::Int(300)),
+        ])));
+        let p = c.promote;
+        assert_eq!((p.mode, p.cap), (Mode::Hybrid, 2));
+        assert_eq!((p.promote_messages, p.promote_bytes), (4.0, 1000.0));
+        assert_eq!(p.half_life, Duration::from_millis(50));
+        assert_eq!(p.hysteresis, Config::default().promote.hysteresis, "0 ms refused");
+        assert_eq!(p.idle_limit, Duration::from_millis(300));
+        for bad in ["tcp", "RC "] {
+            let c = Config::from_source(&Map(HashMap::from([(MODE, ParamValue::Str(bad.into()))])));
+            assert_eq!(c.promote.mode, Mode::Ud, "{bad}");
+        }
+        let c = Config::from_source(&Map(HashMap::from([(MODE, ParamValue::Str("rc".into()))])));
+        assert_eq!(c.promote.mode, Mode::Rc);
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! The queue-pair side of the data path: posting what the state queued, polling, and the
 //! endpoint-level operations that need both.
 
-use std::net::UdpSocket;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use iwarp::verbs::{
-    QpConfig, QpType, QueuePair, SendOpcode, SendWrOwned, WcOpcode, WcStatus, WorkCompletion,
+    AddressHandle, QpConfig, QpType, QueuePair, SendOpcode, SendWrOwned, WcOpcode, WcStatus, WorkCompletion,
 };
 
 use super::ops::{Op, Outgoing, RmaArgs, Role};
@@ -21,11 +21,33 @@ use crate::diag;
 use crate::error::{Errno, Result};
 use crate::ffi::sys::FI_PEEK;
 use crate::params::Config;
+use crate::path::{self, RcPaths};
 use crate::peer;
+
+/// Longest an RC connection may take to come up (bounded by the peer timeout too).
+const RC_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where peers connect to this endpoint, unless it keeps every peer on datagrams: a TCP
+/// listener on its address, whose port goes into its name.
+fn listen(config: &Config, name: &mut EpName) -> Result<Option<TcpListener>> {
+    if config.promote.mode == policies::promote::Mode::Ud {
+        return Ok(None);
+    }
+    let l = TcpListener::bind(SocketAddr::new(name.ip, 0))
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| {
+            diag!(Warn, EpCtrl, "cannot listen for RC connections on {}: {e}", name.ip);
+            Errno::OTHER
+        })?;
+    name.tcp_port = l.local_addr().map_err(|_| Errno::OTHER)?.port();
+    Ok(Some(l))
+}
 
 pub struct DataPath {
     qp: QueuePair,
     st: State,
+    /// RC connections to the peers the promotion policy picks.
+    paths: RcPaths<Role>,
     wcs: Vec<WorkCompletion>,
     /// Stamps the messages tests forge (`feed`).
     #[cfg(test)]
@@ -64,16 +86,29 @@ impl DataPath {
             Errno::OTHER
         })?;
         name.qpn = qp.qpn();
+        let listener = listen(config, name)?;
         let eager = config.eager_size.min(EAGER_MAX);
+        let rc = QpConfig {
+            crc: config.crc,
+            crc_same_host: config.crc_same_host,
+            max_send_wr: 4 * path::conn::WINDOW,
+            max_recv_wr: 1,
+            connect_timeout: config.peer_timeout.min(RC_CONNECT_TIMEOUT),
+            ..QpConfig::default()
+        };
+        let paths = RcPaths::new(config.promote, rc, *name, listener);
+        let mut st = State::new(
+            *name,
+            eager,
+            config.push_size,
+            config.peer_timeout,
+            Budget::new(config.mem_budget),
+        );
+        st.count_traffic = paths.enabled();
         Ok(DataPath {
+            paths,
             qp,
-            st: State::new(
-                *name,
-                eager,
-                config.push_size,
-                config.peer_timeout,
-                Budget::new(config.mem_budget),
-            ),
+            st,
             wcs: Vec::with_capacity(POLL_BATCH),
             #[cfg(test)]
             forger: crate::peer::Peers::new(0xf0f0),
@@ -103,6 +138,16 @@ impl DataPath {
     /// The per-peer layer's counters.
     pub fn peer_stats(&self) -> crate::peer::PeerStats {
         self.st.peers.stats
+    }
+
+    /// The RC paths' counters, and the promotion policy's.
+    pub fn path_stats(&self) -> (path::PathStats, policies::promote::Stats) {
+        (self.paths.stats, self.paths.policy_stats())
+    }
+
+    /// RC connections open now.
+    pub fn connections(&self) -> usize {
+        self.paths.connections()
     }
 
     /// How far traffic may grow the pools.
@@ -188,6 +233,15 @@ impl DataPath {
         let mut rest = None;
         // `prefix` goes in front of `bytes` on the wire; non-empty only for a lent chunk.
         let (to, bytes, prefix, role) = match o {
+            Outgoing::Again {
+                to,
+                head,
+                data,
+                role,
+            } => {
+                self.post_rd(to, data, &head, role, None);
+                return;
+            }
             Outgoing::Message { to, bytes, role } => (to, bytes, Vec::new(), role),
             Outgoing::Chunk {
                 send,
@@ -276,6 +330,51 @@ impl DataPath {
                 (to, self.st.tx.bufs.freeze(bytes), Vec::new(), role)
             }
         };
+        if let Some(conn) = self.paths.route(to.addr) {
+            let header = self.st.peers.stamp(to.addr, role.waits_for_peer() || conn.wants_ack());
+            match conn.post(header, &prefix, bytes, role) {
+                Ok(()) => {
+                    self.paths.stats.rc_messages += 1;
+                    return self.posted(role, rest);
+                }
+                // The connection broke: RD takes the message, with a number of its own.
+                Err((bytes, role)) => {
+                    self.st.peers.unstamp(to.addr);
+                    return self.post_stamped_rd(to, bytes, &prefix, role, rest);
+                }
+            }
+        }
+        self.post_stamped_rd(to, bytes, &prefix, role, rest)
+    }
+
+    /// Posts over RD behind the next per-peer header and `prefix`.
+    fn post_stamped_rd(
+        &mut self,
+        to: AddressHandle,
+        bytes: bytes::Bytes,
+        prefix: &[u8],
+        role: Role,
+        rest: Option<Outgoing>,
+    ) {
+        // The per-peer header goes first, numbered now that the message leaves in this order.
+        let mut head = [0u8; peer::HEADER + wire::WRITE_HEADER];
+        head[..peer::HEADER].copy_from_slice(&self.st.peers.stamp(to.addr, false).encode());
+        let head_len = peer::HEADER + prefix.len();
+        head[peer::HEADER..head_len].copy_from_slice(prefix);
+        if !self.post_rd(to, bytes, &head[..head_len], role, rest) {
+            self.st.peers.unstamp(to.addr);
+        }
+    }
+
+    /// Posts `head` and `bytes` over RD; whether the queue pair took it.
+    fn post_rd(
+        &mut self,
+        to: AddressHandle,
+        bytes: bytes::Bytes,
+        head: &[u8],
+        role: Role,
+        rest: Option<Outgoing>,
+    ) -> bool {
         // An inject's completion was reported when it was copied, and its failure has nobody
         // to tell: unsignaled, so the queue pair does not hurry the peer's ACK for it. An RTS
         // or a CTS goes unsignaled too, its role in the request id for the error completion.
@@ -290,36 +389,34 @@ impl DataPath {
             ah: Some(to),
             signaled,
         };
-        // The per-peer header goes first, numbered now that the message leaves in this order.
-        let mut head = [0u8; peer::HEADER + wire::WRITE_HEADER];
-        head[..peer::HEADER].copy_from_slice(&self.st.peers.stamp(to.addr, false).encode());
-        let head_len = peer::HEADER + prefix.len();
-        head[peer::HEADER..head_len].copy_from_slice(&prefix);
-        let posted = self.qp.post_send_prefixed(wr, &head[..head_len]);
-        if posted.is_err() {
-            self.st.peers.unstamp(to.addr);
-        }
-        match posted {
+        match self.qp.post_send_prefixed(wr, head) {
             Ok(()) => {
-                if let Role::Cts { recv } = role {
-                    // The CTS may have waited behind our own sends: the sender's clock starts now.
-                    if let Some(r) = self.st.rx.rndv.get_mut(&recv) {
-                        r.last = Instant::now();
-                    }
-                }
                 if signaled {
                     self.st.tx.roles.insert(wr_id, role);
                 }
-                if let Some(rest) = rest {
-                    // Behind whatever queued meanwhile: one peer's large read does not hold
-                    // up everything else.
-                    self.st.submit(rest);
-                }
+                self.posted(role, rest);
+                true
             }
             Err(e) => {
                 diag!(Warn, EpData, "send to {} refused: {e}", to.addr);
                 self.st.send_part_done(role, false);
+                false
             }
+        }
+    }
+
+    /// A message of `role` left (on either path); `rest` is what of a served read remains.
+    fn posted(&mut self, role: Role, rest: Option<Outgoing>) {
+        if let Role::Cts { recv } = role {
+            // The CTS may have waited behind our own sends: the sender's clock starts now.
+            if let Some(r) = self.st.rx.rndv.get_mut(&recv) {
+                r.last = Instant::now();
+            }
+        }
+        if let Some(rest) = rest {
+            // Behind whatever queued meanwhile: one peer's large read does not hold up
+            // everything else.
+            self.st.submit(rest);
         }
     }
 
@@ -352,12 +449,66 @@ impl DataPath {
             }
         }
         self.wcs = wcs;
+        self.progress_paths();
         if !self.st.rx.rndv.is_empty()
             || !self.st.live.heard.is_empty()
             || !self.st.tx.sends.is_empty()
         {
             self.st.timers(Instant::now());
             self.flush_backlog();
+        }
+    }
+
+    /// Drives the RC connections: set-ups, arrivals, acknowledgements, the policy's
+    /// decisions; what a connection that went had not had acknowledged goes again over RD,
+    /// first.
+    fn progress_paths(&mut self) {
+        let now = Instant::now();
+        self.note_traffic(now);
+        if self.paths.connections() == 0 && !self.paths.enabled() {
+            return;
+        }
+        let mut resend = Vec::new();
+        self.paths.progress(now, &mut self.st, &mut resend);
+        for (to, list) in resend.into_iter().rev() {
+            for u in list.into_iter().rev() {
+                let head = u.head().to_vec();
+                self.st.tx.backlog.push_front(Outgoing::Again {
+                    to,
+                    head,
+                    data: u.data,
+                    role: u.role,
+                });
+            }
+        }
+        let mut done = Vec::new();
+        let peers = &self.st.peers;
+        self.paths.settle(|a| peers.acked(a), &mut done);
+        for role in done {
+            self.st.send_part_done(role, true);
+        }
+        for addr in self.st.peers.take_owing() {
+            if let Some(c) = self.paths.conn(addr) {
+                c.post_ack(self.st.peers.ack_only(addr, false));
+            }
+        }
+        for addr in self.paths.unasked_drains() {
+            if let Some(c) = self.paths.conn(addr) {
+                c.post_ack(self.st.peers.ack_only(addr, true));
+            }
+        }
+        self.paths.close_drained(now);
+        self.note_traffic(now);
+        self.flush_backlog();
+    }
+
+    /// Hands the traffic logged since to the promotion policy.
+    fn note_traffic(&mut self, now: Instant) {
+        for t in self.st.traffic.drain(..) {
+            if let Some(name) = &t.name {
+                self.paths.learn(name);
+            }
+            self.paths.traffic(now, t.addr, t.len, t.rendezvous);
         }
     }
 
@@ -379,7 +530,7 @@ impl DataPath {
     pub fn idle(&self) -> bool {
         // The queue pair counts every send posted until its completion is polled, unsignaled
         // injects included; a send with a role in `roles` is one of them.
-        self.st.tx.backlog.is_empty() && self.qp.sends_outstanding() == 0
+        self.st.tx.backlog.is_empty() && self.qp.sends_outstanding() == 0 && self.paths.settled()
     }
 
     /// The queue pair's transport counters (datagrams, retransmissions, drops).
@@ -403,7 +554,8 @@ impl DataPath {
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.qp.next_deadline()
+        let rc = self.paths.next_deadline();
+        self.qp.next_deadline().into_iter().chain(rc).min()
     }
 
     /// Handles `payload` as if a message from `src` had come off the queue pair, behind the
@@ -457,6 +609,12 @@ impl DataPath {
         self.flush_backlog();
     }
 
+    /// Breaks every RC connection, as a reset would.
+    #[cfg(test)]
+    pub fn break_connections(&mut self) {
+        self.paths.break_all();
+    }
+
     /// Entries waiting to be posted.
     #[cfg(test)]
     pub fn backlog_len(&self) -> usize {
@@ -478,6 +636,7 @@ impl DataPath {
             .iter()
             .map(|o| match o {
                 Outgoing::Message { bytes, .. } => bytes.len(),
+                Outgoing::Again { head, data, .. } => head.len() + data.len(),
                 Outgoing::Chunk { .. } | Outgoing::Served { .. } => 0,
             })
             .sum();
@@ -508,6 +667,8 @@ impl DataPath {
 
     /// The sockets the queue pair holds, for reading back the kernel's share.
     pub fn sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
-        self.qp.rd_sockets()
+        let mut v = self.qp.rd_sockets();
+        v.extend(self.paths.sockets());
+        v
     }
 }

@@ -159,6 +159,10 @@ struct State {
     mrs: SharedMrs,
     /// Each peer's message sequences, across paths.
     peers: Peers,
+    /// Messages sent to and handed over from each peer since the driver last looked, for the
+    /// promotion policy (kept only when peers may be promoted): address, bytes, rendezvous.
+    traffic: Vec<Traffic>,
+    count_traffic: bool,
 }
 
 /// What the endpoint was configured with.
@@ -200,6 +204,15 @@ struct Receiving {
     pushing_into: Map<PushKey, u64>,
     /// Pushed chunks of unexpected messages.
     parked: Parked,
+}
+
+/// One message to or from a peer, for the promotion policy.
+pub(crate) struct Traffic {
+    pub addr: SocketAddr,
+    /// Its name, when we sent to it (the AV's).
+    pub name: Option<EpName>,
+    pub len: usize,
+    pub rendezvous: bool,
 }
 
 /// Whether the peers we wait on are alive.
@@ -280,6 +293,8 @@ impl State {
             stats: Stats::default(),
             mrs: SharedMrs::default(),
             peers: Peers::new(name.nonce),
+            traffic: Vec::new(),
+            count_traffic: false,
         }
     }
 
@@ -296,6 +311,18 @@ impl State {
         self.av.as_ref().ok_or(Errno::OPBADSTATE)
     }
 
+    /// Notes a message for the promotion policy, when peers may be promoted.
+    fn log_traffic(&mut self, addr: SocketAddr, name: Option<EpName>, len: usize, rendezvous: bool) {
+        if self.count_traffic {
+            self.traffic.push(Traffic {
+                addr,
+                name,
+                len,
+                rendezvous,
+            });
+        }
+    }
+
     fn id(&mut self) -> u64 {
         self.tx.next_id += 1;
         self.tx.next_id
@@ -307,6 +334,7 @@ impl State {
         let name = self.av()?.lookup(a.dest)?;
         self.peers.know(name.udp_addr(), name.nonce);
         let len = a.mem.len();
+        self.log_traffic(name.udp_addr(), Some(name), len, len > self.cfg.eager);
         let inject = a.flags & FI_INJECT != 0;
         if inject && len > INJECT_SIZE {
             return Err(Errno::INVAL);
@@ -1184,6 +1212,9 @@ impl State {
 impl RdReceiver for State {
     fn early(&mut self, src: SocketAddr, payload: &[u8], in_order: bool) -> bool {
         let (verdict, seq, body) = self.peers.arrive(src, payload);
+        if verdict != Verdict::Dropped && !(verdict == Verdict::Ahead && !in_order) {
+            self.log_traffic(src, None, body.len(), wire::is_rts(body));
+        }
         match verdict {
             Verdict::Dropped => {}
             Verdict::Now => self.hand_over(src, body),
@@ -1351,6 +1382,8 @@ mod forged_tests;
 mod ledger_tests;
 #[cfg(test)]
 mod multi_tests;
+#[cfg(test)]
+mod path_tests;
 #[cfg(test)]
 mod rma_tests;
 #[cfg(test)]

@@ -245,6 +245,25 @@ pub enum Outgoing {
         offset: usize,
         len: usize,
     },
+    /// A message sent over an RC connection that went before the peer acknowledged it: sent
+    /// again over RD as it was, its per-peer header (`head`) and number unchanged.
+    Again {
+        to: AddressHandle,
+        head: Vec<u8>,
+        data: bytes::Bytes,
+        role: Role,
+    },
+}
+
+impl Role {
+    /// Whether its completion waits for the peer's acknowledgement: over RC that is asked
+    /// for at once.
+    pub fn waits_for_peer(self) -> bool {
+        matches!(
+            self,
+            Role::Part { .. } | Role::Chunk { .. } | Role::Ping { .. } | Role::Served { .. }
+        )
+    }
 }
 
 #[cfg(test)]

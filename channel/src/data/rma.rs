@@ -19,6 +19,7 @@ impl State {
         let name = self.av()?.lookup(a.dest)?;
         self.peers.know(name.udp_addr(), name.nonce);
         let len = a.mem.len();
+        self.log_traffic(name.udp_addr(), Some(name), len, len > self.cfg.eager);
         let inject = a.flags & FI_INJECT != 0;
         if inject && (!write || len > INJECT_SIZE) {
             return Err(Errno::INVAL);

@@ -167,16 +167,18 @@ pub(super) fn ok(g: Got) -> Completion {
 
 #[test]
 fn eager_and_rendezvous_arrive_intact_in_order() {
-    eager_and_rendezvous_intact_in_order(pair());
+    let (a, b) = pair();
+    eager_and_rendezvous_intact_in_order((&a, &b));
 }
 
 /// At an Ethernet MTU every chunk spans many datagrams: they go straight into the receive.
 #[test]
 fn eager_and_rendezvous_arrive_intact_in_order_at_ethernet_datagrams() {
-    eager_and_rendezvous_intact_in_order(pair_at_ethernet_datagrams());
+    let (a, b) = pair_at_ethernet_datagrams();
+    eager_and_rendezvous_intact_in_order((&a, &b));
 }
 
-fn eager_and_rendezvous_intact_in_order((a, b): (Side, Side)) {
+pub(super) fn eager_and_rendezvous_intact_in_order((a, b): (&Side, &Side)) {
     let eager = Config::default().eager_size;
     let sizes = [0, 1, 4096, eager, eager + 1, 3 * CHUNK + 17, 5 << 20];
     let bufs: Vec<_> = sizes
@@ -887,7 +889,7 @@ fn rendezvous_without_pushed_chunks_arrives_intact_in_order() {
         push_size: 0,
         ..Config::default()
     });
-    eager_and_rendezvous_intact_in_order((a, b));
+    eager_and_rendezvous_intact_in_order((&a, &b));
 }
 
 /// A message's first chunks go behind its RTS: into the receive if one is posted, else held

@@ -246,6 +246,11 @@ pub fn is_data(b: &[u8]) -> bool {
     b.first() == Some(&DATA)
 }
 
+/// Whether `b` is a rendezvous request.
+pub fn is_rts(b: &[u8]) -> bool {
+    b.first() == Some(&RTS)
+}
+
 /// The sender's QP number and the message.
 pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
     if b.len() < 8 {

@@ -50,7 +50,8 @@ pub use qp::QueuePair;
 pub use rc::RcSettings;
 pub use rc_setup::RcSetup;
 pub use rd::{
-    RdMemory, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_OWNED_MIN, RD_SOCKET_BUFFER, SEGMENT_HEAD,
+    same_host, RdMemory, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_OWNED_MIN, RD_SOCKET_BUFFER,
+    SEGMENT_HEAD,
 };
 pub use reliability::{Config as RdConfig, RttStats, SessionIds, Stats as RdSessionStats};
 pub use startup::{Established, Outcome as StartupOutcome, Role as StartupRole, Startup};

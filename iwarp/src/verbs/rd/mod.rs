@@ -42,6 +42,7 @@ use super::{AddressHandle, QpConfig, SendOpcode, SendWr, SendWrOwned, VerbsError
 use crate::wire::datagram::{self, MAX_QPN};
 use crate::wire::rdmap::{Opcode, SegmentRepr};
 pub use memory::RdMemory;
+pub use peers::same_host;
 use peers::{OutMsg, Peer};
 use pool::BufPool;
 use ring::RecvRing;

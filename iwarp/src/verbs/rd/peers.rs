@@ -446,7 +446,7 @@ impl RdPath {
 /// Whether datagrams from `local` to `peer` stay on this host: a loopback address, or the one
 /// the socket is bound to (the kernel routes a host's own addresses through loopback). Other
 /// addresses of the host are not known here and count as remote.
-fn same_host(local: SocketAddr, peer: SocketAddr) -> bool {
+pub fn same_host(local: SocketAddr, peer: SocketAddr) -> bool {
     // A dual-stack socket sees IPv4 peers as IPv4-mapped IPv6 addresses.
     let (ip, local) = (peer.ip().to_canonical(), local.ip().to_canonical());
     ip.is_loopback() || (!local.is_unspecified() && ip == local)

@@ -1,0 +1,174 @@
+//! The data path over RC connections: every message intact and in order whichever path
+//! carried it, across promotions, demotions and broken connections.
+
+use std::time::{Duration, Instant};
+
+use policies::promote::{Config as Promote, Mode};
+
+use super::tests::*;
+use super::*;
+use crate::params::Config;
+
+fn pair_in(promote: Promote) -> (Side, Side) {
+    pair_with(Config {
+        promote,
+        ..Config::default()
+    })
+}
+
+/// Polls both sides until each has `n` connections, within 10 s.
+fn wait_connections(a: &Side, b: &Side, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.ep.with_data(|d| d.connections()) != n || b.ep.with_data(|d| d.connections()) != n {
+        let _ = a.cq.read(0, |_, _| ());
+        let _ = b.cq.read(0, |_, _| ());
+        assert!(Instant::now() < deadline, "connections did not reach {n}");
+    }
+}
+
+fn rc_mode() -> Promote {
+    Promote {
+        mode: Mode::Rc,
+        ..Promote::default()
+    }
+}
+
+/// One message A to B, received and checked.
+fn one(a: &Side, b: &Side, tag: u64, n: usize) {
+    let buf = recv(b, 0, Kind::Tagged, tag, n, 1);
+    send(a, 1, Kind::Tagged, tag, pattern(n, tag as u8), 2);
+    let c = ok(next(b, a));
+    assert_eq!((c.len, c.tag), (n, tag));
+    assert!(*buf.lock() == pattern(n, tag as u8));
+    assert_eq!(ok(next(a, b)).op_context, 2);
+}
+
+#[test]
+fn rc_mode_carries_eager_and_rendezvous_over_a_connection() {
+    let (a, b) = pair_in(rc_mode());
+    one(&a, &b, 1, 10);
+    wait_connections(&a, &b, 1);
+    let before = a.ep.with_data(|d| d.path_stats().0.rc_messages);
+    eager_and_rendezvous_intact_in_order((&a, &b));
+    let (paths, policy) = a.ep.with_data(|d| d.path_stats());
+    assert!(paths.rc_messages >= before + 7, "{paths:?}");
+    assert_eq!((paths.connected, policy.connected), (1, 1), "{paths:?} {policy:?}");
+    let (paths, _) = b.ep.with_data(|d| d.path_stats());
+    assert!(paths.rc_messages > 0, "answers too: {paths:?}");
+    assert_eq!(paths.connected, 1);
+}
+
+/// Numbered messages of mixed sizes from A to B, `rounds` bursts of `burst`, a pause of
+/// `gap` between bursts, received with wildcard receives in order: every byte, tag and
+/// source checked, and no message twice (each round posts as many receives as it sends).
+/// `between` runs after each burst is sent, while it is in flight.
+fn numbered_stream(
+    a: &Side,
+    b: &Side,
+    rounds: usize,
+    burst: usize,
+    gap: impl Fn(usize) -> Duration,
+    mut between: impl FnMut(usize),
+) {
+    let eager = Config::default().eager_size;
+    let sizes = [1, 100, eager, eager + 1, 2 * CHUNK + 5, 0, 4096];
+    let mut k = 0u64;
+    for round in 0..rounds {
+        let ns: Vec<usize> = (0..burst).map(|i| sizes[(round + i) % sizes.len()]).collect();
+        let max = *ns.iter().max().unwrap();
+        let bufs: Vec<_> = ns
+            .iter()
+            .enumerate()
+            .map(|(i, _)| recv_any(b, max, 1000 + i))
+            .collect();
+        // Tags number the messages; wildcard receives take any tag.
+        for (i, &n) in ns.iter().enumerate() {
+            let tag = k + i as u64;
+            send(a, 1, Kind::Tagged, tag, pattern(n, tag as u8), i);
+        }
+        between(round);
+        for (i, &n) in ns.iter().enumerate() {
+            let c = ok(next(b, a));
+            let tag = k + i as u64;
+            assert_eq!(c.op_context, 1000 + i, "round {round}");
+            assert_eq!((c.tag, c.len, c.src), (tag, n, Some(0)), "round {round} message {i}");
+            assert!(bufs[i].lock()[..n] == pattern(n, tag as u8)[..], "message {tag} intact");
+        }
+        for _ in 0..burst {
+            ok(next(a, b));
+        }
+        k += burst as u64;
+        let until = Instant::now() + gap(round);
+        while Instant::now() < until {
+            let _ = a.cq.read(0, |_, _| ());
+            let _ = b.cq.read(0, |_, _| ());
+        }
+    }
+}
+
+/// A receive from any source and tag (the tag's bits all ignored).
+fn recv_any(s: &Side, len: usize, ctx: usize) -> Arc<parking_lot::Mutex<Vec<u8>>> {
+    let (mem, v) = crate::ffi::mem::UserMem::owned(vec![0; len]);
+    s.ep.recv(RecvArgs {
+        kind: Kind::Tagged,
+        src: FI_ADDR_UNSPEC,
+        mem,
+        tag: 0,
+        ignore: u64::MAX,
+        context: ctx,
+        flags: FI_COMPLETION,
+    })
+    .unwrap();
+    v
+}
+
+/// Hybrid with thresholds so low that each burst promotes A and each pause demotes it: the
+/// stream crosses many promotions and demotions, and order and bytes hold.
+#[test]
+fn promotions_and_demotions_mid_stream_keep_order() {
+    let (a, b) = pair_in(Promote {
+        mode: Mode::Hybrid,
+        cap: 1,
+        promote_messages: 3.0,
+        hysteresis: Duration::from_millis(1),
+        idle_limit: Duration::from_millis(15),
+        backoff: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(4),
+        ..Promote::default()
+    });
+    // Short pauses keep the connection, every third one is long enough to lose it.
+    let gap = |round| Duration::from_millis(if round % 3 == 2 { 40 } else { 3 });
+    numbered_stream(&a, &b, 15, 9, gap, |_| {});
+    let (pa, policy) = a.ep.with_data(|d| d.path_stats());
+    let (pb, _) = b.ep.with_data(|d| d.path_stats());
+    assert!(policy.promotions >= 3, "{policy:?}");
+    assert!(pa.connected + pb.connected >= 3, "{pa:?} {pb:?}");
+    assert!(pa.demoted + pb.demoted >= 2, "{pa:?} {pb:?}");
+    assert!(pa.rc_messages > 0, "{pa:?}");
+    wait_idle(&a, &b, "the last messages");
+}
+
+/// A connection that breaks with messages in flight: what it had not had acknowledged goes
+/// again over RD, in its turn, nothing lost or handed over twice.
+#[test]
+fn a_broken_connection_sends_again_over_datagrams() {
+    let (a, b) = pair_in(rc_mode());
+    one(&a, &b, 1, 10);
+    wait_connections(&a, &b, 1);
+    // After a break the peer is not asked again for the policy's back-off.
+    let backoff = Promote::default().backoff + Duration::from_millis(50);
+    let gap = |round| if round % 2 == 0 { Duration::ZERO } else { backoff };
+    numbered_stream(&a, &b, 8, 12, gap, |round| match round % 4 {
+        0 => a.ep.with_data(|d| d.break_connections()),
+        2 => b.ep.with_data(|d| d.break_connections()),
+        _ => {}
+    });
+    let (pa, _) = a.ep.with_data(|d| d.path_stats());
+    let (pb, _) = b.ep.with_data(|d| d.path_stats());
+    assert!(pa.lost >= 2 && pb.lost >= 2, "{pa:?} {pb:?}");
+    assert!(pa.resent > 0, "messages were in flight: {pa:?}");
+    assert_eq!(b.ep.data_stats().malformed, 0);
+    // Each round's receives took exactly its messages: no round found one twice.
+    assert_eq!(b.ep.data_stats().received, 1 + 8 * 12);
+}
+

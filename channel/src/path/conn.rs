@@ -1,0 +1,181 @@
+//! One RC connection to a peer: the queue pair, and the messages sent on it that the peer has
+//! not acknowledged yet. TCP delivers them unless the connection breaks; then they are sent
+//! again over RD with their own numbers, and the peer's sequence drops those it had.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use iwarp::verbs::{
+    AddressHandle, Bytes, QpState, QueuePair, RdReceiver, SendOpcode, SendWrOwned, WorkCompletion,
+};
+
+use crate::addr::EpName;
+use crate::peer::{covers, PeerHeader, HEADER};
+
+/// Longest prefix behind the per-peer header (a chunk's header).
+pub const PREFIX_MAX: usize = 32;
+
+/// Messages a connection holds unacknowledged before it takes no more (they wait in the
+/// endpoint's backlog instead).
+pub const WINDOW: usize = 1024;
+
+/// Every this many messages unacknowledged, one asks for an acknowledgement, so a stream
+/// that needs none still lets its copies go.
+pub const ACK_EVERY: usize = 64;
+
+/// A message as it went on the wire, kept until acknowledged.
+pub struct Unacked<R> {
+    pub seq: u32,
+    head: [u8; HEADER + PREFIX_MAX],
+    head_len: u8,
+    pub data: Bytes,
+    pub role: R,
+}
+
+impl<R> Unacked<R> {
+    /// The per-peer header and the prefix, as sent.
+    pub fn head(&self) -> &[u8] {
+        &self.head[..self.head_len as usize]
+    }
+}
+
+pub struct Conn<R> {
+    pub qp: QueuePair,
+    pub name: EpName,
+    /// Demoted: takes no new messages, and closes once they are acknowledged.
+    pub draining: bool,
+    /// Draining, and the peer was asked to acknowledge.
+    pub asked: bool,
+    unacked: VecDeque<Unacked<R>>,
+}
+
+/// Lends a connection's arrivals to the data path under the peer's datagram address, the name
+/// every path knows it by.
+struct AsPeer<'a> {
+    inner: &'a mut dyn RdReceiver,
+    peer: SocketAddr,
+}
+
+impl RdReceiver for AsPeer<'_> {
+    fn early(&mut self, _: SocketAddr, payload: &[u8], in_order: bool) -> bool {
+        self.inner.early(self.peer, payload, in_order)
+    }
+    fn message(&mut self, _: SocketAddr, payload: &[u8]) {
+        self.inner.message(self.peer, payload)
+    }
+    fn max_message(&self) -> usize {
+        self.inner.max_message()
+    }
+}
+
+impl<R> Conn<R> {
+    pub fn new(qp: QueuePair, name: EpName) -> Conn<R> {
+        Conn {
+            qp,
+            name,
+            draining: false,
+            asked: false,
+            unacked: VecDeque::new(),
+        }
+    }
+
+    /// Takes new messages.
+    pub fn open(&self) -> bool {
+        !self.draining && self.qp.state() == QpState::Rts && self.unacked.len() < WINDOW
+    }
+
+    /// Whether the next message should ask for a prompt acknowledgement.
+    pub fn wants_ack(&self) -> bool {
+        (self.unacked.len() + 1) % ACK_EVERY == 0
+    }
+
+    /// Sends `data` behind `header` and `prefix`; kept until acknowledged. On failure the
+    /// connection is broken and the message is given back.
+    pub fn post(
+        &mut self,
+        header: PeerHeader,
+        prefix: &[u8],
+        data: Bytes,
+        role: R,
+    ) -> Result<(), (Bytes, R)> {
+        let mut head = [0u8; HEADER + PREFIX_MAX];
+        head[..HEADER].copy_from_slice(&header.encode());
+        let head_len = HEADER + prefix.len();
+        head[HEADER..head_len].copy_from_slice(prefix);
+        let wr = SendWrOwned {
+            wr_id: 0,
+            opcode: SendOpcode::Send,
+            data: data.clone(),
+            ah: None,
+            signaled: false,
+        };
+        match self.qp.post_send_prefixed(wr, &head[..head_len]) {
+            Ok(()) if self.qp.state() == QpState::Rts => {
+                self.unacked.push_back(Unacked {
+                    seq: header.seq,
+                    head,
+                    head_len: head_len as u8,
+                    data,
+                    role,
+                });
+                Ok(())
+            }
+            _ => Err((data, role)),
+        }
+    }
+
+    /// Sends an acknowledgement alone (best effort: a broken connection's peer has the
+    /// messages sent again anyway).
+    pub fn post_ack(&mut self, header: PeerHeader) {
+        let wr = SendWrOwned {
+            wr_id: 0,
+            opcode: SendOpcode::Send,
+            data: Bytes::new(),
+            ah: None,
+            signaled: false,
+        };
+        let _ = self.qp.post_send_prefixed(wr, &header.encode());
+    }
+
+    /// Writes what waits and lends what arrived to `rx`; whether the connection still works.
+    pub fn poll(&mut self, rx: &mut dyn RdReceiver, wcs: &mut Vec<WorkCompletion>) -> bool {
+        let mut lend = AsPeer {
+            inner: rx,
+            peer: self.name.udp_addr(),
+        };
+        loop {
+            wcs.clear();
+            match self.qp.poll_cq_with(&mut lend, wcs, 64) {
+                Ok(64) => continue,
+                _ => break,
+            }
+        }
+        self.qp.state() == QpState::Rts
+    }
+
+    /// Takes the messages the peer acknowledged (up to `acked`) off the list; their roles
+    /// go to `done`.
+    pub fn settle(&mut self, acked: u32, done: &mut Vec<R>) {
+        while self.unacked.front().is_some_and(|u| covers(acked, u.seq)) {
+            let u = self.unacked.pop_front().expect("front exists");
+            done.push(u.role);
+        }
+    }
+
+    pub fn is_settled(&self) -> bool {
+        self.unacked.is_empty()
+    }
+
+    /// What the peer has not acknowledged, in order, for sending again on the peer's RD path
+    /// (`to`).
+    pub fn take_unacked(&mut self) -> (AddressHandle, VecDeque<Unacked<R>>) {
+        let to = AddressHandle::new(self.name.udp_addr(), self.name.qpn);
+        (to, std::mem::take(&mut self.unacked))
+    }
+
+    /// Heap bytes: the queue pair's buffers and the list (the messages' bytes are the copies
+    /// the send-buffer account holds, or the application's).
+    pub fn memory(&self) -> usize {
+        self.qp.memory_bytes() + self.unacked.capacity() * std::mem::size_of::<Unacked<R>>()
+    }
+}

@@ -1,0 +1,487 @@
+//! The paths under the per-peer layer. Every peer is reached over the endpoint's RD queue
+//! pair; the peers the promotion policy (`policies::promote`) picks also get an RC connection
+//! (iWARP over MPA over TCP), set up and torn down here without blocking, inside the data
+//! path's progress. A peer's messages go over its connection while it is open, over RD
+//! otherwise; the per-peer sequence (`peer`) keeps their order whatever path each took.
+//!
+//! Set-up: the lower endpoint name's connection wins when both sides connect at once
+//! (`hello::initiator_wins`); a responder at its cap refuses with a reason, and the requester
+//! stays on RD for the policy's back-off. Tear-down: a demoted connection takes no new
+//! messages, closes once the peer acknowledged what it carried, and the peer, seeing it close,
+//! sends again over RD what it had not had acknowledged. A broken connection does the same at
+//! both ends. A peer reached by several paths at once is the shape multirail striping takes:
+//! a peer's connections are kept per peer, and the per-peer sequence does not care how many.
+
+pub mod conn;
+mod hello;
+mod setup;
+
+use std::collections::VecDeque;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use iwarp::verbs::{
+    AddressHandle, QpConfig, QpType, QueuePair, RdReceiver, VerbsError, WorkCompletion,
+};
+use policies::promote::{Answer, Decision, Mode, Policy, Refusal};
+
+use crate::addr::EpName;
+use crate::diag;
+use crate::hash::Map;
+pub use conn::{Conn, Unacked};
+use hello::Reason;
+use setup::{Pending, Setups};
+
+/// What the paths did, for the report.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct PathStats {
+    /// Connections that came up, and that we started.
+    pub connected: u64,
+    pub initiated: u64,
+    /// Requests we refused (cap, mode, a simultaneous connect we won), and refusals of ours.
+    pub refused: u64,
+    pub refused_by_peer: u64,
+    /// Set-ups that failed (unreachable, timed out, garbled).
+    pub failed: u64,
+    /// Connections we closed after a demotion, and that closed or broke under us.
+    pub demoted: u64,
+    pub lost: u64,
+    /// Messages sent again over RD after their connection went.
+    pub resent: u64,
+    /// Messages sent over RC.
+    pub rc_messages: u64,
+}
+
+/// The RC side of an endpoint.
+pub struct RcPaths<R> {
+    policy: Policy,
+    me: EpName,
+    listener: Option<TcpListener>,
+    setups: Setups,
+    conns: Map<SocketAddr, Conn<R>>,
+    /// The policy's ids for peers, and back.
+    ids: Map<SocketAddr, u32>,
+    addrs: Vec<SocketAddr>,
+    /// Peers' full names (the TCP port), from the address vector.
+    names: Map<SocketAddr, EpName>,
+    /// Peers whose connection to us won over ours: the slot waits for it until then.
+    awaiting: Map<SocketAddr, Instant>,
+    wcs: Vec<WorkCompletion>,
+    pub stats: PathStats,
+}
+
+impl<R> RcPaths<R> {
+    /// `listener`: where peers connect (`None` in `ud` mode, whose name says TCP port 0).
+    pub fn new(
+        policy: policies::promote::Config,
+        qp: QpConfig,
+        me: EpName,
+        listener: Option<TcpListener>,
+    ) -> RcPaths<R> {
+        RcPaths {
+            policy: Policy::new(policy),
+            me,
+            listener,
+            setups: Setups::new(qp, me.udp_addr()),
+            conns: Map::default(),
+            ids: Map::default(),
+            addrs: Vec::new(),
+            names: Map::default(),
+            awaiting: Map::default(),
+            wcs: Vec::new(),
+            stats: PathStats::default(),
+        }
+    }
+
+    /// Whether peers may get connections at all.
+    pub fn enabled(&self) -> bool {
+        self.policy.config().mode != Mode::Ud
+    }
+
+    pub fn policy_stats(&self) -> policies::promote::Stats {
+        self.policy.stats()
+    }
+
+    fn id(&mut self, addr: SocketAddr) -> u32 {
+        if let Some(&id) = self.ids.get(&addr) {
+            return id;
+        }
+        let id = self.addrs.len() as u32;
+        self.addrs.push(addr);
+        self.ids.insert(addr, id);
+        id
+    }
+
+    /// A peer's full name, from the address vector: what connecting to it needs.
+    pub fn learn(&mut self, name: &EpName) {
+        if self.enabled() && name.tcp_port != 0 {
+            self.names.insert(name.udp_addr(), *name);
+        }
+    }
+
+    /// One message to or from `addr`.
+    pub fn traffic(&mut self, now: Instant, addr: SocketAddr, bytes: usize, rendezvous: bool) {
+        if self.enabled() {
+            let id = self.id(addr);
+            self.policy.traffic(now, id, bytes, rendezvous);
+        }
+    }
+
+    /// The open connection to `addr`, if it has one with room.
+    pub fn route(&mut self, addr: SocketAddr) -> Option<&mut Conn<R>> {
+        self.conns.get_mut(&addr).filter(|c| c.open())
+    }
+
+    /// Accepts, drives set-ups, acts on the policy's decisions and polls the connections,
+    /// lending their arrivals to `rx`. Messages of connections that went are appended to
+    /// `resend`, in order, for RD.
+    pub fn progress(
+        &mut self,
+        now: Instant,
+        rx: &mut dyn RdReceiver,
+        resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+    ) {
+        if !self.enabled() && self.conns.is_empty() {
+            return;
+        }
+        self.accept(now);
+        self.drive_setups(now, resend);
+        self.decide(now);
+        let mut wcs = std::mem::take(&mut self.wcs);
+        let mut broken = Vec::new();
+        for (&addr, c) in self.conns.iter_mut() {
+            if !c.poll(rx, &mut wcs) {
+                broken.push(addr);
+            }
+        }
+        self.wcs = wcs;
+        for addr in broken {
+            diag!(Info, EpData, "RC connection to {addr} closed or broke");
+            self.stats.lost += 1;
+            self.drop_conn(now, addr, resend);
+        }
+        // A peer whose connection was to win over ours and never came.
+        let conns = &self.conns;
+        self.awaiting.retain(|addr, _| !conns.contains_key(addr));
+        let expired: Vec<SocketAddr> = self
+            .awaiting
+            .iter()
+            .filter(|(_, &t)| now >= t)
+            .map(|(&a, _)| a)
+            .collect();
+        for addr in expired {
+            self.awaiting.remove(&addr);
+            let id = self.id(addr);
+            self.policy.connect_failed(now, id, Refusal::Failed);
+        }
+    }
+
+    fn drive_setups(
+        &mut self,
+        now: Instant,
+        resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+    ) {
+        let mut i = 0;
+        while i < self.setups.list.len() {
+            let p = &mut self.setups.list[i];
+            if p.abandoned {
+                self.setups.list.swap_remove(i);
+                continue;
+            }
+            match p.rc.progress(now) {
+                Ok(None) => {
+                    let Some(pd) = p.rc.asked().map(<[u8]>::to_vec) else {
+                        i += 1;
+                        continue;
+                    };
+                    let answer = self.answer(now, &pd, resend);
+                    let p = &mut self.setups.list[i];
+                    p.answered = true;
+                    match answer {
+                        Ok(peer) => {
+                            p.peer = Some(peer);
+                            p.rc.accept_with(&self.me.encode());
+                        }
+                        Err(why) => {
+                            self.stats.refused += 1;
+                            p.rc.reject_with(why.encode());
+                        }
+                    }
+                    // Progress again at once: the reply goes out now.
+                }
+                Ok(Some(est)) => {
+                    let p = self.setups.list.swap_remove(i);
+                    self.established(now, p, est, resend);
+                }
+                Err(e) => {
+                    let p = self.setups.list.swap_remove(i);
+                    self.setup_failed(now, p, e);
+                }
+            }
+        }
+    }
+
+    /// Our answer to a peer's request, which carried `pd`: the peer, or why not.
+    fn answer(
+        &mut self,
+        now: Instant,
+        pd: &[u8],
+        resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+    ) -> Result<EpName, Reason> {
+        let peer = EpName::decode(pd).map_err(|_| Reason::Foreign)?;
+        if !self.enabled() {
+            return Err(Reason::Mode);
+        }
+        let addr = peer.udp_addr();
+        if self.conns.contains_key(&addr) {
+            // The peer closed its end (or restarted) and we have not seen it yet.
+            self.stats.lost += 1;
+            self.drop_conn(now, addr, resend);
+        }
+        if self.setups.connecting_to(addr) {
+            if hello::initiator_wins(&self.me, &peer) {
+                return Err(Reason::Lost);
+            }
+            self.setups.abandon(addr);
+        }
+        self.awaiting.remove(&addr);
+        let id = self.id(addr);
+        match self.policy.request(now, id) {
+            Answer::Accept => Ok(peer),
+            Answer::Refuse(Refusal::Mode) => Err(Reason::Mode),
+            Answer::Refuse(_) => Err(Reason::Cap),
+        }
+    }
+
+    fn established(
+        &mut self,
+        now: Instant,
+        p: Pending,
+        est: iwarp::verbs::Established,
+        resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+    ) {
+        let Some(expected) = p.peer else { return };
+        let addr = expected.udp_addr();
+        let cfg = self.setups.config_for(SocketAddr::new(expected.ip, expected.tcp_port));
+        let id = self.id(addr);
+        if p.initiator {
+            // The responder must be the endpoint we meant, not a new one on its port.
+            let told = EpName::decode(&est.peer_private_data);
+            if told.ok() != Some(expected) {
+                diag!(Info, EpCtrl, "RC connection to {addr} answered by someone else");
+                self.stats.failed += 1;
+                return self.policy.connect_failed(now, id, Refusal::Failed);
+            }
+        }
+        let qp = QueuePair::create(QpType::Rc, cfg).and_then(|mut qp| {
+            qp.finish_rc(p.rc, est)?;
+            Ok(qp)
+        });
+        let qp = match qp {
+            Ok(qp) => qp,
+            Err(e) => {
+                diag!(Info, EpCtrl, "RC connection to {addr} failed: {e}");
+                self.stats.failed += 1;
+                return self.policy.connect_failed(now, id, Refusal::Failed);
+            }
+        };
+        if self.conns.contains_key(&addr) {
+            self.drop_conn(now, addr, resend);
+        }
+        if !self.policy.connected(now, id) {
+            return; // dropped: the peer sees it close
+        }
+        diag!(Debug, EpCtrl, "RC connection to {addr} up");
+        self.stats.connected += 1;
+        self.conns.insert(addr, Conn::new(qp, expected));
+    }
+
+    fn setup_failed(&mut self, now: Instant, p: Pending, e: VerbsError) {
+        if p.abandoned {
+            return;
+        }
+        let Some(peer) = p.peer else {
+            return; // a request we refused, or one that never said who it was from
+        };
+        let addr = peer.udp_addr();
+        let id = self.id(addr);
+        let reason = match &e {
+            VerbsError::Rejected { private_data } if p.initiator => Reason::decode(private_data),
+            _ => None,
+        };
+        match reason {
+            Some(Reason::Lost) => {
+                // Its connection to us wins: the slot waits for it.
+                self.awaiting.insert(addr, now + self.setups.timeout());
+            }
+            Some(r) => {
+                self.stats.refused_by_peer += 1;
+                self.policy.connect_failed(now, id, r.refusal());
+            }
+            None => {
+                diag!(Info, EpCtrl, "RC connection with {addr} failed: {e}");
+                self.stats.failed += 1;
+                self.policy.connect_failed(now, id, Refusal::Failed);
+            }
+        }
+    }
+
+    fn accept(&mut self, now: Instant) {
+        let Some(l) = self.listener.as_ref() else {
+            return;
+        };
+        loop {
+            match l.accept() {
+                Ok((stream, _)) => self.setups.responder(stream, now),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    diag!(Warn, EpCtrl, "accepting an RC connection failed: {e}");
+                    break;
+                }
+            }
+        }
+    }
+
+    fn decide(&mut self, now: Instant) {
+        self.policy.handle_timeout(now);
+        while let Some(d) = self.policy.poll() {
+            match d {
+                Decision::Promote(id) => {
+                    let addr = self.addrs[id as usize];
+                    match self.names.get(&addr) {
+                        Some(name) if !self.setups.connecting_to(addr) => {
+                            self.stats.initiated += 1;
+                            if let Err(e) = self.setups.initiator(&self.me, name, now) {
+                                diag!(Info, EpCtrl, "cannot connect to {addr}: {e}");
+                                self.stats.failed += 1;
+                                self.policy.connect_failed(now, id, Refusal::Failed);
+                            }
+                        }
+                        Some(_) => {}
+                        // Only its datagram address is known (it is not in our AV): it may
+                        // connect to us.
+                        None => self.policy.connect_failed(now, id, Refusal::Failed),
+                    }
+                }
+                Decision::Demote(id, why) => {
+                    let addr = self.addrs[id as usize];
+                    diag!(Debug, EpCtrl, "demoting {addr}: {why:?}");
+                    match self.conns.get_mut(&addr) {
+                        Some(c) => c.draining = true,
+                        None => self.policy.closed(now, id),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Peers whose draining connections have nothing left unacknowledged: closed now.
+    pub fn close_drained(&mut self, now: Instant) {
+        let done: Vec<SocketAddr> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.draining && c.is_settled())
+            .map(|(&a, _)| a)
+            .collect();
+        for addr in done {
+            self.conns.remove(&addr);
+            self.stats.demoted += 1;
+            let id = self.id(addr);
+            self.policy.closed(now, id);
+        }
+    }
+
+    /// Removes `addr`'s connection, its unacknowledged messages to be sent again.
+    fn drop_conn(
+        &mut self,
+        now: Instant,
+        addr: SocketAddr,
+        resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+    ) {
+        if let Some(mut c) = self.conns.remove(&addr) {
+            let (to, unacked) = c.take_unacked();
+            self.stats.resent += unacked.len() as u64;
+            if !unacked.is_empty() {
+                resend.push((to, unacked));
+            }
+            let id = self.id(addr);
+            self.policy.closed(now, id);
+        }
+    }
+
+    /// Takes acknowledged messages off every connection (`acked` gives what each peer
+    /// acknowledged); their roles go to `done`.
+    pub fn settle(&mut self, acked: impl Fn(SocketAddr) -> Option<u32>, done: &mut Vec<R>) {
+        for (&addr, c) in self.conns.iter_mut() {
+            if let Some(a) = acked(addr) {
+                c.settle(a, done);
+            }
+        }
+    }
+
+    /// Whether every message sent over RC was acknowledged.
+    pub fn settled(&self) -> bool {
+        self.conns.values().all(Conn::is_settled)
+    }
+
+    /// Draining connections whose peers were not yet asked to acknowledge what they carried;
+    /// each is listed once.
+    pub fn unasked_drains(&mut self) -> Vec<SocketAddr> {
+        let mut v = Vec::new();
+        for (&a, c) in self.conns.iter_mut() {
+            if c.draining && !c.asked && !c.is_settled() {
+                c.asked = true;
+                v.push(a);
+            }
+        }
+        v
+    }
+
+    /// `addr`'s connection, whatever its state (for acknowledgements).
+    pub fn conn(&mut self, addr: SocketAddr) -> Option<&mut Conn<R>> {
+        self.conns.get_mut(&addr)
+    }
+
+    /// When progress must run next: a set-up's deadline, the policy's next check.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let setups = self.setups.next_deadline();
+        let policy = self.policy.poll_timeout();
+        let awaiting = self.awaiting.values().min().copied();
+        [setups, policy, awaiting].into_iter().flatten().min()
+    }
+
+    /// Heap bytes of the connections and set-ups.
+    pub fn memory(&self) -> usize {
+        self.conns.values().map(Conn::memory).sum::<usize>()
+            + crate::hash::map_bytes(&self.conns)
+            + self.setups.memory()
+    }
+
+    /// Connections open.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The sockets: the listener, each connection's, each set-up's.
+    pub fn sockets(&self) -> Vec<BorrowedFd<'_>> {
+        let mut v: Vec<BorrowedFd<'_>> = self.listener.iter().map(|l| l.as_fd()).collect();
+        v.extend(self.conns.values().filter_map(|c| c.qp.rc_socket()));
+        v.extend(self.setups.sockets());
+        v
+    }
+
+    /// Breaks every connection (tests: as a reset would); the next progress finds them
+    /// broken.
+    #[cfg(test)]
+    pub fn break_all(&mut self) {
+        for c in self.conns.values_mut() {
+            c.qp.set_error();
+        }
+    }
+
+    /// How long a set-up may take.
+    pub fn connect_timeout(&self) -> Duration {
+        self.setups.timeout()
+    }
+}

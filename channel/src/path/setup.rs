@@ -1,0 +1,110 @@
+//! RC connections being set up, both ways: ours (we connect to a peer's listener) and the
+//! peers' (accepted, then answered once their request says who they are).
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
+
+use iwarp::verbs::{same_host, QpConfig, RcSetup, VerbsError};
+
+use crate::addr::EpName;
+
+pub struct Pending {
+    pub rc: RcSetup,
+    /// Ours: the peer we connect to. Theirs: the peer, once its request was accepted.
+    pub peer: Option<EpName>,
+    pub initiator: bool,
+    /// Theirs: answered.
+    pub answered: bool,
+    /// Ours, given up for the peer's own connection: its outcome does not matter.
+    pub abandoned: bool,
+}
+
+pub struct Setups {
+    qp: QpConfig,
+    local: SocketAddr,
+    pub list: Vec<Pending>,
+}
+
+impl Setups {
+    /// Queue pairs get `qp`, with the CRC asked only of peers on other hosts unless
+    /// `qp.crc_same_host`; `local` is our address.
+    pub fn new(qp: QpConfig, local: SocketAddr) -> Setups {
+        Setups {
+            qp,
+            local,
+            list: Vec::new(),
+        }
+    }
+
+    /// The queue-pair settings for a connection with `peer`.
+    pub fn config_for(&self, peer: SocketAddr) -> QpConfig {
+        QpConfig {
+            crc: self.qp.crc && (self.qp.crc_same_host || !same_host(self.local, peer)),
+            ..self.qp.clone()
+        }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.qp.connect_timeout
+    }
+
+    /// Starts connecting to `peer`, introducing ourselves as `me`.
+    pub fn initiator(&mut self, me: &EpName, peer: &EpName, now: Instant) -> Result<(), VerbsError> {
+        let to = SocketAddr::new(peer.ip, peer.tcp_port);
+        let rc = RcSetup::connect(to, &self.config_for(to), &me.encode(), now)?;
+        self.list.push(Pending {
+            rc,
+            peer: Some(*peer),
+            initiator: true,
+            answered: false,
+            abandoned: false,
+        });
+        Ok(())
+    }
+
+    /// A peer connected to our listener.
+    pub fn responder(&mut self, stream: TcpStream, now: Instant) {
+        let Ok(from) = stream.peer_addr() else {
+            return;
+        };
+        match RcSetup::accept_deciding(stream, &self.config_for(from), now) {
+            Ok(rc) => self.list.push(Pending {
+                rc,
+                peer: None,
+                initiator: false,
+                answered: false,
+                abandoned: false,
+            }),
+            Err(e) => crate::diag!(Info, EpCtrl, "RC connection from {from} dropped: {e}"),
+        }
+    }
+
+    /// Whether a connection of ours to `addr` (a peer's datagram address) is being set up.
+    pub fn connecting_to(&self, addr: SocketAddr) -> bool {
+        self.list
+            .iter()
+            .any(|p| p.initiator && !p.abandoned && p.peer.is_some_and(|n| n.udp_addr() == addr))
+    }
+
+    /// Gives up our connection to `addr`: the peer's wins.
+    pub fn abandon(&mut self, addr: SocketAddr) {
+        for p in &mut self.list {
+            if p.initiator && p.peer.is_some_and(|n| n.udp_addr() == addr) {
+                p.abandoned = true;
+            }
+        }
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.list.iter().filter_map(|p| p.rc.deadline()).min()
+    }
+
+    pub fn memory(&self) -> usize {
+        self.list.capacity() * std::mem::size_of::<Pending>()
+    }
+
+    pub fn sockets(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.list.iter().map(|p| p.rc.socket())
+    }
+}
