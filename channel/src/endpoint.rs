@@ -439,6 +439,7 @@ impl Endpoint {
             let counters = Counters {
                 data: d.stats(),
                 peers: d.peer_stats(),
+                paths: d.path_counters(),
                 queue_pair: d.rd_stats().unwrap_or_default(),
                 faults: d.fault_stats(),
                 progress_wakes: self.wakes.load(Ordering::Relaxed),

@@ -25,6 +25,9 @@ ACCOUNTS = [("peer_state", "peers"), ("send_queue", "traffic"), ("retransmit", "
             ("matching", "traffic"), ("engine", "peers"), ("fault_layer", "traffic")]
 DATA_COUNTERS = ["sent", "received", "malformed", "stray", "failed_sends", "failed_recvs",
                  "push_dropped", "push_parked", "push_placed", "rma_writes_in", "rma_reads_in", "rma_refused"]
+PEER_COUNTERS = ["short", "stale", "duplicates", "held", "restarts", "acks_sent", "acks_received"]
+PATH_COUNTERS = ["open", "connected", "initiated", "refused", "refused_by_peer", "failed", "demoted", "lost",
+                 "resent", "rc_messages", "promotions", "demoted_idle", "demoted_for_hotter", "closed_by_peer"]
 QP_COUNTERS = ["datagrams_sent", "datagrams_received", "datagrams_read", "data_sent", "retransmits",
                "spurious_retransmits", "lost_acks", "timeouts", "tail_probes", "duplicates", "out_of_order",
                "dropped", "dropped_checksum", "acks_sent", "window_full", "would_block", "messages_acked",
@@ -60,6 +63,8 @@ def full_report(pid, at="finalize", peers=3, faults=False):
                    "optmem": 0, "rcvbuf": 9027584, "sndbuf": 33554432, "drops": 0, "held": 4096},
         "counters": {
             "data": {k: i for i, k in enumerate(DATA_COUNTERS)},
+            "peers": {k: i for i, k in enumerate(PEER_COUNTERS)},
+            "paths": {k: i for i, k in enumerate(PATH_COUNTERS)},
             "queue_pair": qp,
             "faults": ({"datagrams": 500, "dropped": 25, "duplicated": 24, "reordered": 50, "delayed": 0,
                         "corrupted": 10} if faults else None),

@@ -145,6 +145,11 @@ impl DataPath {
         (self.paths.stats, self.paths.policy_stats())
     }
 
+    /// The RC paths' counters, for the report.
+    pub fn path_counters(&self) -> path::Counters {
+        self.paths.counters()
+    }
+
     /// RC connections open now.
     pub fn connections(&self) -> usize {
         self.paths.connections()

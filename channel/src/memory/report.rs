@@ -42,6 +42,7 @@ pub struct Growth {
 pub struct Counters {
     pub data: crate::data::Stats,
     pub peers: crate::peer::PeerStats,
+    pub paths: crate::path::Counters,
     pub queue_pair: iwarp::verbs::RdStats,
     /// diwarp's fault layer, when on.
     pub faults: Option<iwarp::verbs::FaultStats>,

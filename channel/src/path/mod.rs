@@ -53,6 +53,21 @@ pub struct PathStats {
     pub rc_messages: u64,
 }
 
+/// The paths' counters and the promotion policy's, for the report.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Counters {
+    /// Connections open when the report was written.
+    pub open: usize,
+    #[serde(flatten)]
+    pub paths: PathStats,
+    /// The policy's decisions: promotions asked, connections kept, demotions for idling and
+    /// for a hotter peer, connections the peer closed or that broke.
+    pub promotions: u64,
+    pub demoted_idle: u64,
+    pub demoted_for_hotter: u64,
+    pub closed_by_peer: u64,
+}
+
 /// The RC side of an endpoint.
 pub struct RcPaths<R> {
     policy: Policy,
@@ -101,6 +116,18 @@ impl<R> RcPaths<R> {
 
     pub fn policy_stats(&self) -> policies::promote::Stats {
         self.policy.stats()
+    }
+
+    pub fn counters(&self) -> Counters {
+        let p = self.policy.stats();
+        Counters {
+            open: self.conns.len(),
+            paths: self.stats,
+            promotions: p.promotions,
+            demoted_idle: p.demoted_idle,
+            demoted_for_hotter: p.demoted_for_hotter,
+            closed_by_peer: p.closed_by_peer,
+        }
     }
 
     fn id(&mut self, addr: SocketAddr) -> u32 {
