@@ -359,6 +359,7 @@ impl Endpoint {
         let linger = self.domain.fabric.config.linger;
         let start = Instant::now();
         let mut idle_since: Option<Instant> = None;
+        self.data.lock().closing();
         loop {
             let mut d = self.data.lock();
             d.progress();

@@ -464,6 +464,19 @@ impl DataPath {
         }
     }
 
+    /// The endpoint is closing: every RC peer gets an acknowledgement of all it sent, and is
+    /// asked for one of all we sent, so neither end is left holding messages to send again
+    /// once the connection closes.
+    pub fn closing(&mut self) {
+        for addr in self.paths.peers() {
+            let ask = self.paths.conn(addr).is_some_and(|c| !c.is_settled());
+            let ack = self.st.peers.ack_only(addr, ask);
+            if let Some(c) = self.paths.conn(addr) {
+                c.post_ack(ack);
+            }
+        }
+    }
+
     /// Drives the RC connections: set-ups, arrivals, acknowledgements, the policy's
     /// decisions; what a connection that went had not had acknowledged goes again over RD,
     /// first.

@@ -376,8 +376,12 @@ impl<R> RcPaths<R> {
             match d {
                 Decision::Promote(id) => {
                     let addr = self.addrs[id as usize];
+                    if self.conns.contains_key(&addr) || self.setups.involves(addr) {
+                        // The peer's own connection got there first (and took the slot).
+                        continue;
+                    }
                     match self.names.get(&addr) {
-                        Some(name) if !self.setups.connecting_to(addr) => {
+                        Some(name) => {
                             self.stats.initiated += 1;
                             if let Err(e) = self.setups.initiator(&self.me, name, now) {
                                 diag!(Info, EpCtrl, "cannot connect to {addr}: {e}");
@@ -385,7 +389,6 @@ impl<R> RcPaths<R> {
                                 self.policy.connect_failed(now, id, Refusal::Failed);
                             }
                         }
-                        Some(_) => {}
                         // Only its datagram address is known (it is not in our AV): it may
                         // connect to us.
                         None => self.policy.connect_failed(now, id, Refusal::Failed),
@@ -463,6 +466,11 @@ impl<R> RcPaths<R> {
             }
         }
         v
+    }
+
+    /// The peers with a connection.
+    pub fn peers(&self) -> Vec<SocketAddr> {
+        self.conns.keys().copied().collect()
     }
 
     /// `addr`'s connection, whatever its state (for acknowledgements).

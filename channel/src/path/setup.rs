@@ -87,6 +87,13 @@ impl Setups {
             .any(|p| p.initiator && !p.abandoned && p.peer.is_some_and(|n| n.udp_addr() == addr))
     }
 
+    /// Whether a connection with `addr` is being set up, ours or one of its we accepted.
+    pub fn involves(&self, addr: SocketAddr) -> bool {
+        self.list
+            .iter()
+            .any(|p| !p.abandoned && p.peer.is_some_and(|n| n.udp_addr() == addr))
+    }
+
     /// Gives up our connection to `addr`: the peer's wins.
     pub fn abandon(&mut self, addr: SocketAddr) {
         for p in &mut self.list {
