@@ -51,6 +51,8 @@ pub struct PathStats {
     pub resent: u64,
     /// Messages sent over RC.
     pub rc_messages: u64,
+    /// Most connections open at once.
+    pub open_peak: u64,
 }
 
 /// The paths' counters and the promotion policy's, for the report.
@@ -322,6 +324,7 @@ impl<R> RcPaths<R> {
         diag!(Debug, EpCtrl, "RC connection to {addr} up");
         self.stats.connected += 1;
         self.conns.insert(addr, Conn::new(qp, expected));
+        self.stats.open_peak = self.stats.open_peak.max(self.conns.len() as u64);
     }
 
     fn setup_failed(&mut self, now: Instant, p: Pending, e: VerbsError) {
