@@ -246,7 +246,10 @@ impl Endpoint {
         self.enabled.store(true, Ordering::Release);
         // Without the thread, the endpoint still progresses whenever the application polls.
         match Ticker::start(Arc::downgrade(self), self.arrivals.lock().take()) {
-            Ok(t) => *self.ticker.lock() = Some(t),
+            Ok(t) => {
+                self.data.lock().set_waiter(t.waiter());
+                *self.ticker.lock() = Some(t);
+            }
             Err(e) => diag!(
                 Warn,
                 EpCtrl,
@@ -296,6 +299,14 @@ impl Endpoint {
             }
         }
         Some((due, stuck))
+    }
+
+    /// Whether the progress thread's epoll set watches the RC connections (and the
+    /// listener) for arrivals; left as it was if the application holds the data path.
+    pub(crate) fn watch_connections(&self, on: bool) {
+        if let Some(mut d) = self.data.try_lock() {
+            d.watch_connections(on);
+        }
     }
 
     /// Sets how long the progress thread sleeps at most while nothing is due.

@@ -393,7 +393,12 @@ fn promote_from(src: &dyn ParamSource) -> policies::promote::Config {
         if n >= 1 {
             p.promote_messages = n as f64;
         } else {
-            diag!(Warn, Core, "FI_DIWARP_RC_MESSAGES={n} is below 1; using {}", p.promote_messages);
+            diag!(
+                Warn,
+                Core,
+                "FI_DIWARP_RC_MESSAGES={n} is below 1; using {}",
+                p.promote_messages
+            );
         }
     }
     p
@@ -493,7 +498,11 @@ mod tests {
         assert_eq!((p.mode, p.cap), (Mode::Hybrid, 2));
         assert_eq!((p.promote_messages, p.promote_bytes), (4.0, 1000.0));
         assert_eq!(p.half_life, Duration::from_millis(50));
-        assert_eq!(p.hysteresis, Config::default().promote.hysteresis, "0 ms refused");
+        assert_eq!(
+            p.hysteresis,
+            Config::default().promote.hysteresis,
+            "0 ms refused"
+        );
         assert_eq!(p.idle_limit, Duration::from_millis(300));
         for bad in ["tcp", "RC "] {
             let c = Config::from_source(&Map(HashMap::from([(MODE, ParamValue::Str(bad.into()))])));

@@ -44,6 +44,8 @@ const ARRIVAL_PACE: Duration = Duration::from_millis(2);
 const WAKE: u64 = u64::MAX;
 /// The token of the endpoint's datagram socket.
 pub const DATAGRAMS: u64 = 0;
+/// The token of the endpoint's TCP listener and RC connections (`path`).
+pub const CONNECTIONS: u64 = 1;
 
 /// An epoll set of sockets, each under a token, and a way to wake its waiter.
 pub struct Waiter {
@@ -153,6 +155,11 @@ impl Ticker {
     }
 
     /// Stops the thread and waits for it.
+    /// The thread's epoll set, for the data path to add its connections to.
+    pub fn waiter(&self) -> Arc<Waiter> {
+        Arc::clone(&self.waiter)
+    }
+
     pub fn stop(self) {
         self.stop.store(true, Ordering::Release);
         self.waiter.wake();
@@ -187,6 +194,9 @@ fn run(
         };
         // A report waits for the lock: the application may poll all the time.
         let wake = ep.report_if_due(now).map_or(wake, |r| wake.min(r));
+        // Connections are watched when datagrams are (level-triggered, a connection the
+        // application is reading would wake the thread over and over).
+        ep.watch_connections(watch);
         drop(ep);
         if woke_readable {
             paced_until = Some(now + ARRIVAL_PACE);

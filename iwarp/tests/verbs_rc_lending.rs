@@ -70,7 +70,12 @@ fn run(markers: bool, crc: bool) {
     while r.got.len() < sizes.len() || sent < sizes.len() {
         sent += a.poll_cq(&mut wcs, 16).unwrap();
         b.poll_cq_with(&mut r, &mut wcs, 16).unwrap();
-        assert!(Instant::now() < deadline, "{} of {} arrived", r.got.len(), sizes.len());
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} arrived",
+            r.got.len(),
+            sizes.len()
+        );
     }
     let peer = b.peer_addr().unwrap();
     for (i, (&n, (src, got))) in sizes.iter().zip(&r.got).enumerate() {
@@ -109,5 +114,9 @@ fn a_message_longer_than_the_receiver_takes_breaks_the_connection() {
         assert!(Instant::now() < deadline, "the connection did not break");
     }
     assert!(r.got.is_empty());
-    assert!(matches!(b.last_error(), Some(VerbsError::Protocol(_))), "{:?}", b.last_error());
+    assert!(
+        matches!(b.last_error(), Some(VerbsError::Protocol(_))),
+        "{:?}",
+        b.last_error()
+    );
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iwarp::verbs::{
-    AddressHandle, QpConfig, QpType, QueuePair, SendOpcode, SendWrOwned, WcOpcode, WcStatus, WorkCompletion,
+    AddressHandle, QpConfig, QpType, QueuePair, SendOpcode, SendWrOwned, WcOpcode, WcStatus,
+    WorkCompletion,
 };
 
 use super::ops::{Op, Outgoing, RmaArgs, Role};
@@ -36,7 +37,12 @@ fn listen(config: &Config, name: &mut EpName) -> Result<Option<TcpListener>> {
     let l = TcpListener::bind(SocketAddr::new(name.ip, 0))
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
         .map_err(|e| {
-            diag!(Warn, EpCtrl, "cannot listen for RC connections on {}: {e}", name.ip);
+            diag!(
+                Warn,
+                EpCtrl,
+                "cannot listen for RC connections on {}: {e}",
+                name.ip
+            );
             Errno::OTHER
         })?;
     name.tcp_port = l.local_addr().map_err(|_| Errno::OTHER)?.port();
@@ -336,7 +342,10 @@ impl DataPath {
             }
         };
         if let Some(conn) = self.paths.route(to.addr) {
-            let header = self.st.peers.stamp(to.addr, role.waits_for_peer() || conn.wants_ack());
+            let header = self
+                .st
+                .peers
+                .stamp(to.addr, role.waits_for_peer() || conn.wants_ack());
             match conn.post(header, &prefix, bytes, role) {
                 Ok(()) => {
                     self.paths.stats.rc_messages += 1;
@@ -462,6 +471,16 @@ impl DataPath {
             self.st.timers(Instant::now());
             self.flush_backlog();
         }
+    }
+
+    /// The progress thread's epoll set: the connections join it as they come up.
+    pub fn set_waiter(&mut self, w: Arc<crate::progress::Waiter>) {
+        self.paths.set_waiter(w);
+    }
+
+    /// Whether the progress thread wakes for arrivals on the connections.
+    pub fn watch_connections(&mut self, on: bool) {
+        self.paths.set_watching(on);
     }
 
     /// The endpoint is closing: every RC peer gets an acknowledgement of all it sent, and is

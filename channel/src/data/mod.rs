@@ -312,7 +312,13 @@ impl State {
     }
 
     /// Notes a message for the promotion policy, when peers may be promoted.
-    fn log_traffic(&mut self, addr: SocketAddr, name: Option<EpName>, len: usize, rendezvous: bool) {
+    fn log_traffic(
+        &mut self,
+        addr: SocketAddr,
+        name: Option<EpName>,
+        len: usize,
+        rendezvous: bool,
+    ) {
         if self.count_traffic {
             self.traffic.push(Traffic {
                 addr,
@@ -1212,7 +1218,9 @@ impl State {
 impl RdReceiver for State {
     fn early(&mut self, src: SocketAddr, payload: &[u8], in_order: bool) -> bool {
         let (verdict, seq, body) = self.peers.arrive(src, payload);
-        if verdict != Verdict::Dropped && !(verdict == Verdict::Ahead && !in_order) {
+        // Counted once: an early offer it does not take comes again in its turn.
+        let comes_again = verdict == Verdict::Ahead && !in_order && !wire::is_data(body);
+        if verdict != Verdict::Dropped && !comes_again {
             self.log_traffic(src, None, body.len(), wire::is_rts(body));
         }
         match verdict {
@@ -1326,7 +1334,6 @@ impl State {
         true
     }
 }
-
 
 /// Pushed chunks a rendezvous receive starts with.
 enum Pushes {

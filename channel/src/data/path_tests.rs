@@ -52,7 +52,11 @@ fn rc_mode_carries_eager_and_rendezvous_over_a_connection() {
     eager_and_rendezvous_intact_in_order((&a, &b));
     let (paths, policy) = a.ep.with_data(|d| d.path_stats());
     assert!(paths.rc_messages >= before + 7, "{paths:?}");
-    assert_eq!((paths.connected, policy.connected), (1, 1), "{paths:?} {policy:?}");
+    assert_eq!(
+        (paths.connected, policy.connected),
+        (1, 1),
+        "{paths:?} {policy:?}"
+    );
     let (paths, _) = b.ep.with_data(|d| d.path_stats());
     assert!(paths.rc_messages > 0, "answers too: {paths:?}");
     assert_eq!(paths.connected, 1);
@@ -74,7 +78,9 @@ fn numbered_stream(
     let sizes = [1, 100, eager, eager + 1, 2 * CHUNK + 5, 0, 4096];
     let mut k = 0u64;
     for round in 0..rounds {
-        let ns: Vec<usize> = (0..burst).map(|i| sizes[(round + i) % sizes.len()]).collect();
+        let ns: Vec<usize> = (0..burst)
+            .map(|i| sizes[(round + i) % sizes.len()])
+            .collect();
         let max = *ns.iter().max().unwrap();
         let bufs: Vec<_> = ns
             .iter()
@@ -91,8 +97,15 @@ fn numbered_stream(
             let c = ok(next(b, a));
             let tag = k + i as u64;
             assert_eq!(c.op_context, 1000 + i, "round {round}");
-            assert_eq!((c.tag, c.len, c.src), (tag, n, Some(0)), "round {round} message {i}");
-            assert!(bufs[i].lock()[..n] == pattern(n, tag as u8)[..], "message {tag} intact");
+            assert_eq!(
+                (c.tag, c.len, c.src),
+                (tag, n, Some(0)),
+                "round {round} message {i}"
+            );
+            assert!(
+                bufs[i].lock()[..n] == pattern(n, tag as u8)[..],
+                "message {tag} intact"
+            );
         }
         for _ in 0..burst {
             ok(next(a, b));
@@ -157,7 +170,13 @@ fn a_broken_connection_sends_again_over_datagrams() {
     wait_connections(&a, &b, 1);
     // After a break the peer is not asked again for the policy's back-off.
     let backoff = Promote::default().backoff + Duration::from_millis(50);
-    let gap = |round| if round % 2 == 0 { Duration::ZERO } else { backoff };
+    let gap = |round| {
+        if round % 2 == 0 {
+            Duration::ZERO
+        } else {
+            backoff
+        }
+    };
     numbered_stream(&a, &b, 8, 12, gap, |round| match round % 4 {
         0 => a.ep.with_data(|d| d.break_connections()),
         2 => b.ep.with_data(|d| d.break_connections()),
@@ -172,3 +191,52 @@ fn a_broken_connection_sends_again_over_datagrams() {
     assert_eq!(b.ep.data_stats().received, 1 + 8 * 12);
 }
 
+/// A rank that does not poll still acknowledges what arrives over its connection: its
+/// progress thread waits on the connection's socket, not on a tick.
+#[test]
+fn a_rank_that_does_not_poll_acknowledges_over_its_connection() {
+    let (a, b) = pair_in(rc_mode());
+    one(&a, &b, 1, 10);
+    wait_connections(&a, &b, 1);
+    b.ep.set_tick(Duration::from_secs(60));
+    // The thread is asleep on the old tick (10 ms) until it next looks.
+    std::thread::sleep(Duration::from_millis(50));
+    let rc_before = a.ep.with_data(|d| d.path_stats().0.rc_messages);
+    for i in 0..3u8 {
+        let (mem, _) = crate::ffi::mem::UserMem::owned(pattern(4096, i));
+        a.ep.send(SendArgs {
+            kind: Kind::Tagged,
+            dest: 1,
+            mem,
+            tag: 40 + u64::from(i),
+            data: None,
+            context: 7,
+            flags: FI_COMPLETION | FI_DELIVERY_COMPLETE,
+        })
+        .unwrap();
+        let start = Instant::now();
+        let c = loop {
+            let mut got = None;
+            if a.cq.read(1, |_, c| got = Some(*c)).is_ok() {
+                break got.expect("one entry");
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "send {i} not acknowledged by a rank that does not poll"
+            );
+        };
+        assert_eq!(c.op_context, 7);
+        // Quiet between sends, so each arrival finds the thread asleep.
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert_eq!(
+        a.ep.with_data(|d| d.path_stats().0.rc_messages),
+        rc_before + 3
+    );
+    for i in 0..3u8 {
+        let buf = recv(&b, 0, Kind::Tagged, 40 + u64::from(i), 4096, 70);
+        let c = ok(next(&b, &a));
+        assert_eq!((c.op_context, c.tag, c.len), (70, 40 + u64::from(i), 4096));
+        assert_eq!(*buf.lock(), pattern(4096, i));
+    }
+}

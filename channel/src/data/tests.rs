@@ -184,13 +184,13 @@ pub(super) fn eager_and_rendezvous_intact_in_order((a, b): (&Side, &Side)) {
     let bufs: Vec<_> = sizes
         .iter()
         .enumerate()
-        .map(|(i, &n)| recv(&b, 0, Kind::Tagged, 7, n, 100 + i))
+        .map(|(i, &n)| recv(b, 0, Kind::Tagged, 7, n, 100 + i))
         .collect();
     for (i, &n) in sizes.iter().enumerate() {
-        send(&a, 1, Kind::Tagged, 7, pattern(n, i as u8), i);
+        send(a, 1, Kind::Tagged, 7, pattern(n, i as u8), i);
     }
     for (i, &n) in sizes.iter().enumerate() {
-        let c = ok(next(&b, &a));
+        let c = ok(next(b, a));
         assert_eq!(c.op_context, 100 + i, "receives complete in posting order");
         assert_eq!((c.len, c.tag, c.src), (n, 7, Some(0)));
         assert_eq!(c.flags, FI_RECV | FI_TAGGED);
@@ -200,7 +200,7 @@ pub(super) fn eager_and_rendezvous_intact_in_order((a, b): (&Side, &Side)) {
         );
     }
     let mut done: Vec<usize> = (0..sizes.len())
-        .map(|_| ok(next(&a, &b)).op_context)
+        .map(|_| ok(next(a, b)).op_context)
         .collect();
     done.sort_unstable();
     assert_eq!(
@@ -355,7 +355,10 @@ fn malformed_messages_are_counted_and_dropped() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut wcs = vec![];
     // Shorter than the per-peer header; for an earlier incarnation of `b`.
-    let stale = EpName { nonce: n.nonce ^ 1, ..n };
+    let stale = EpName {
+        nonce: n.nonce ^ 1,
+        ..n
+    };
     for junk in [&b"\x01"[..], &forged(&stale, 4, &pattern(8, 1))] {
         qp.post_send(SendWr {
             wr_id: 1,

@@ -63,46 +63,46 @@ pub fn charge(d: &Memory, shared: &Shared) -> Sample {
         Account::PeerState,
         Usage::per_peer(qp.peer_state + d.peers, qp.peers),
     )
-        .charge(
-            Account::SendQueue,
-            Usage::bytes(qp.send_queue - lent_queued),
-        )
-        .charge(
-            Account::Retransmit,
-            Usage::bytes(qp.retransmit - lent_in_flight),
-        )
-        .charge(Account::ReceiveRing, Usage::bytes(qp.receive_ring))
-        .charge(Account::Staged, Usage::bytes(qp.staged))
-        .charge(
-            Account::Unexpected,
-            Usage {
-                bytes: d.unexpected,
-                peak: d.unexpected_peak,
-                peers: None,
-            },
-        )
-        .charge(
-            Account::HeldPushes,
-            Usage {
-                bytes: d.held_pushes,
-                peak: d.held_pushes_peak,
-                peers: None,
-            },
-        )
-        .charge(Account::SendPool, Usage::bytes(d.send_buffers + qp.pool))
-        .charge(Account::Rendezvous, Usage::bytes(d.rendezvous))
-        .charge(Account::Rma, Usage::bytes(shared.mrs))
-        .charge(
-            Account::AddressVector,
-            Usage::per_peer(shared.av.0, shared.av.1),
-        )
-        .charge(
-            Account::CompletionQueues,
-            Usage::bytes(shared.cqs + d.completions),
-        )
-        .charge(Account::Matching, Usage::bytes(d.matching))
-        .charge(Account::Engine, Usage::per_peer(qp.engine, qp.peers))
-        .charge(Account::FaultLayer, Usage::bytes(qp.faults));
+    .charge(
+        Account::SendQueue,
+        Usage::bytes(qp.send_queue - lent_queued),
+    )
+    .charge(
+        Account::Retransmit,
+        Usage::bytes(qp.retransmit - lent_in_flight),
+    )
+    .charge(Account::ReceiveRing, Usage::bytes(qp.receive_ring))
+    .charge(Account::Staged, Usage::bytes(qp.staged))
+    .charge(
+        Account::Unexpected,
+        Usage {
+            bytes: d.unexpected,
+            peak: d.unexpected_peak,
+            peers: None,
+        },
+    )
+    .charge(
+        Account::HeldPushes,
+        Usage {
+            bytes: d.held_pushes,
+            peak: d.held_pushes_peak,
+            peers: None,
+        },
+    )
+    .charge(Account::SendPool, Usage::bytes(d.send_buffers + qp.pool))
+    .charge(Account::Rendezvous, Usage::bytes(d.rendezvous))
+    .charge(Account::Rma, Usage::bytes(shared.mrs))
+    .charge(
+        Account::AddressVector,
+        Usage::per_peer(shared.av.0, shared.av.1),
+    )
+    .charge(
+        Account::CompletionQueues,
+        Usage::bytes(shared.cqs + d.completions),
+    )
+    .charge(Account::Matching, Usage::bytes(d.matching))
+    .charge(Account::Engine, Usage::per_peer(qp.engine, qp.peers))
+    .charge(Account::FaultLayer, Usage::bytes(qp.faults));
     s
 }
 

@@ -86,7 +86,7 @@ impl<R> Conn<R> {
 
     /// Whether the next message should ask for a prompt acknowledgement.
     pub fn wants_ack(&self) -> bool {
-        (self.unacked.len() + 1) % ACK_EVERY == 0
+        (self.unacked.len() + 1).is_multiple_of(ACK_EVERY)
     }
 
     /// Sends `data` behind `header` and `prefix`; kept until acknowledged. On failure the

@@ -19,6 +19,7 @@ mod setup;
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iwarp::verbs::{
@@ -29,6 +30,7 @@ use policies::promote::{Answer, Decision, Mode, Policy, Refusal};
 use crate::addr::EpName;
 use crate::diag;
 use crate::hash::Map;
+use crate::progress::{Waiter, CONNECTIONS};
 pub use conn::{Conn, Unacked};
 use hello::Reason;
 use setup::{Pending, Setups};
@@ -85,6 +87,9 @@ pub struct RcPaths<R> {
     /// Peers whose connection to us won over ours: the slot waits for it until then.
     awaiting: Map<SocketAddr, Instant>,
     wcs: Vec<WorkCompletion>,
+    /// The progress thread's epoll set, and whether it watches the connections now.
+    waiter: Option<Arc<Waiter>>,
+    watching: bool,
     pub stats: PathStats,
 }
 
@@ -107,8 +112,54 @@ impl<R> RcPaths<R> {
             names: Map::default(),
             awaiting: Map::default(),
             wcs: Vec::new(),
+            waiter: None,
+            watching: true,
             stats: PathStats::default(),
         }
+    }
+
+    /// The progress thread's epoll set: the listener and every connection join it.
+    pub fn set_waiter(&mut self, w: Arc<Waiter>) {
+        for fd in self.sockets_to_watch() {
+            let _ = w.watch(fd, CONNECTIONS, self.watching);
+        }
+        self.waiter = Some(w);
+    }
+
+    /// Whether the progress thread wakes for arrivals on the listener and the connections.
+    pub fn set_watching(&mut self, on: bool) {
+        if on == self.watching {
+            return;
+        }
+        self.watching = on;
+        if let Some(w) = &self.waiter {
+            for fd in self.sockets_to_watch() {
+                let _ = w.watch(fd, CONNECTIONS, on);
+            }
+        }
+    }
+
+    fn sockets_to_watch(&self) -> Vec<BorrowedFd<'_>> {
+        let mut v: Vec<BorrowedFd<'_>> = self.listener.iter().map(|l| l.as_fd()).collect();
+        v.extend(self.conns.values().filter_map(|c| c.qp.rc_socket()));
+        v
+    }
+
+    /// Adds a connection, to the epoll set too.
+    fn insert(&mut self, addr: SocketAddr, c: Conn<R>) {
+        if let (Some(w), Some(fd)) = (&self.waiter, c.qp.rc_socket()) {
+            let _ = w.watch(fd, CONNECTIONS, self.watching);
+        }
+        self.conns.insert(addr, c);
+    }
+
+    /// Removes a connection, from the epoll set first.
+    fn remove(&mut self, addr: SocketAddr) -> Option<Conn<R>> {
+        let c = self.conns.remove(&addr)?;
+        if let (Some(w), Some(fd)) = (&self.waiter, c.qp.rc_socket()) {
+            let _ = w.forget(fd);
+        }
+        Some(c)
     }
 
     /// Whether peers may get connections at all.
@@ -292,13 +343,19 @@ impl<R> RcPaths<R> {
     ) {
         let Some(expected) = p.peer else { return };
         let addr = expected.udp_addr();
-        let cfg = self.setups.config_for(SocketAddr::new(expected.ip, expected.tcp_port));
+        let cfg = self
+            .setups
+            .config_for(SocketAddr::new(expected.ip, expected.tcp_port));
         let id = self.id(addr);
         if p.initiator {
             // The responder must be the endpoint we meant, not a new one on its port.
             let told = EpName::decode(&est.peer_private_data);
             if told.ok() != Some(expected) {
-                diag!(Info, EpCtrl, "RC connection to {addr} answered by someone else");
+                diag!(
+                    Info,
+                    EpCtrl,
+                    "RC connection to {addr} answered by someone else"
+                );
                 self.stats.failed += 1;
                 return self.policy.connect_failed(now, id, Refusal::Failed);
             }
@@ -323,7 +380,7 @@ impl<R> RcPaths<R> {
         }
         diag!(Debug, EpCtrl, "RC connection to {addr} up");
         self.stats.connected += 1;
-        self.conns.insert(addr, Conn::new(qp, expected));
+        self.insert(addr, Conn::new(qp, expected));
         self.stats.open_peak = self.stats.open_peak.max(self.conns.len() as u64);
     }
 
@@ -418,7 +475,7 @@ impl<R> RcPaths<R> {
             .map(|(&a, _)| a)
             .collect();
         for addr in done {
-            self.conns.remove(&addr);
+            self.remove(addr);
             self.stats.demoted += 1;
             let id = self.id(addr);
             self.policy.closed(now, id);
@@ -432,7 +489,7 @@ impl<R> RcPaths<R> {
         addr: SocketAddr,
         resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
     ) {
-        if let Some(mut c) = self.conns.remove(&addr) {
+        if let Some(mut c) = self.remove(addr) {
             let (to, unacked) = c.take_unacked();
             self.stats.resent += unacked.len() as u64;
             if !unacked.is_empty() {
@@ -503,8 +560,7 @@ impl<R> RcPaths<R> {
 
     /// The sockets: the listener, each connection's, each set-up's.
     pub fn sockets(&self) -> Vec<BorrowedFd<'_>> {
-        let mut v: Vec<BorrowedFd<'_>> = self.listener.iter().map(|l| l.as_fd()).collect();
-        v.extend(self.conns.values().filter_map(|c| c.qp.rc_socket()));
+        let mut v = self.sockets_to_watch();
         v.extend(self.setups.sockets());
         v
     }

@@ -50,7 +50,12 @@ impl Setups {
     }
 
     /// Starts connecting to `peer`, introducing ourselves as `me`.
-    pub fn initiator(&mut self, me: &EpName, peer: &EpName, now: Instant) -> Result<(), VerbsError> {
+    pub fn initiator(
+        &mut self,
+        me: &EpName,
+        peer: &EpName,
+        now: Instant,
+    ) -> Result<(), VerbsError> {
         let to = SocketAddr::new(peer.ip, peer.tcp_port);
         let rc = RcSetup::connect(to, &self.config_for(to), &me.encode(), now)?;
         self.list.push(Pending {

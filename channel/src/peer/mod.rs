@@ -231,11 +231,6 @@ impl Peers {
         self.map.get_mut(&src)?.rx.ready()
     }
 
-    /// Peers in the table.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
     /// Heap bytes: the table, and what each peer holds.
     pub fn memory(&self) -> usize {
         crate::hash::map_bytes(&self.map) + self.map.values().map(|p| p.rx.memory()).sum::<usize>()
@@ -274,12 +269,18 @@ mod tests {
         // `a` restarts: its first message is in turn again.
         let mut a2 = Peers::new(11);
         a2.know(b_addr, 20);
-        assert_eq!(b.arrive(a_addr, &a2.stamp(b_addr, false).encode()).0, Verdict::Now);
+        assert_eq!(
+            b.arrive(a_addr, &a2.stamp(b_addr, false).encode()).0,
+            Verdict::Now
+        );
         assert_eq!(b.stats.restarts, 1);
 
         // A message for an incarnation of `b` that is gone.
         a.know(b_addr, 21);
-        assert_eq!(b.arrive(a_addr, &a.stamp(b_addr, false).encode()).0, Verdict::Dropped);
+        assert_eq!(
+            b.arrive(a_addr, &a.stamp(b_addr, false).encode()).0,
+            Verdict::Dropped
+        );
         assert_eq!(b.stats.stale, 1);
         assert_eq!(b.arrive(a_addr, &[0; 3]).0, Verdict::Dropped);
         assert_eq!(b.stats.short, 1);

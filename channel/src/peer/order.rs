@@ -143,7 +143,14 @@ mod tests {
 
     #[test]
     fn skips_what_was_taken_ahead_and_drops_duplicates() {
-        let out = run(&[(3, true), (2, false), (3, false), (1, false), (2, false), (4, false)]);
+        let out = run(&[
+            (3, true),
+            (2, false),
+            (3, false),
+            (1, false),
+            (2, false),
+            (4, false),
+        ]);
         assert_eq!(out, [3, 1, 2, 4]);
     }
 

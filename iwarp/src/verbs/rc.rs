@@ -469,7 +469,9 @@ impl RcPath {
                 return Err(VerbsError::Protocol("MO out of sequence"));
             }
             if self.assembly.len() + payload.len() > recv.max_message() {
-                return Err(VerbsError::Protocol("message longer than the receiver takes"));
+                return Err(VerbsError::Protocol(
+                    "message longer than the receiver takes",
+                ));
             }
             if seg.last {
                 self.rx_msn = self.rx_msn.wrapping_add(1);

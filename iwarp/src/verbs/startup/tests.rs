@@ -250,7 +250,7 @@ fn a_deciding_responder_accepts_or_rejects_as_told() {
 #[test]
 fn an_owner_that_never_answers_fails_at_the_deadline() {
     let now = Instant::now();
-    let mut a = Startup::initiator(&QpConfig::default(), b"me", now, T).unwrap();
+    let a = Startup::initiator(&QpConfig::default(), b"me", now, T).unwrap();
     let mut b = Startup::deciding_responder(&QpConfig::default(), now, T);
     b.handle_input(a.pending_output());
     b.handle_timeout(now + T / 2);
