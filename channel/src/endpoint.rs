@@ -309,6 +309,15 @@ impl Endpoint {
         }
     }
 
+    /// Stops the progress thread: with the application not polling either, the endpoint
+    /// then answers nobody, as a stopped process would not.
+    #[cfg(test)]
+    pub(crate) fn stop_progress_thread(&self) {
+        if let Some(t) = self.ticker.lock().take() {
+            t.stop();
+        }
+    }
+
     /// Sets how long the progress thread sleeps at most while nothing is due.
     #[cfg(test)]
     pub(crate) fn set_tick(&self, tick: Duration) {

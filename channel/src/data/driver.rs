@@ -102,7 +102,7 @@ impl DataPath {
             connect_timeout: config.peer_timeout.min(RC_CONNECT_TIMEOUT),
             ..QpConfig::default()
         };
-        let paths = RcPaths::new(config.promote, rc, *name, listener);
+        let paths = RcPaths::new(config.promote, rc, *name, listener, config.peer_timeout);
         let mut st = State::new(
             *name,
             eager,
@@ -505,9 +505,12 @@ impl DataPath {
         if self.paths.connections() == 0 && !self.paths.enabled() {
             return;
         }
-        let mut resend = Vec::new();
-        self.paths.progress(now, &mut self.st, &mut resend);
-        for (to, list) in resend.into_iter().rev() {
+        let mut gone = path::Gone::default();
+        self.paths.progress(now, &mut self.st, &mut gone);
+        for role in gone.failed {
+            self.st.send_part_done(role, false);
+        }
+        for (to, list) in gone.resend.into_iter().rev() {
             for u in list.into_iter().rev() {
                 let head = u.head().to_vec();
                 self.st.tx.backlog.push_front(Outgoing::Again {

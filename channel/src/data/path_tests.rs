@@ -240,3 +240,91 @@ fn a_rank_that_does_not_poll_acknowledges_over_its_connection() {
         assert_eq!(*buf.lock(), pattern(4096, i));
     }
 }
+
+/// A send over a connection waits for the peer's acknowledgement; `flags` as the caller's.
+fn send_waiting(s: &Side, tag: u64, n: usize, ctx: usize) {
+    let (mem, _) = crate::ffi::mem::UserMem::owned(pattern(n, tag as u8));
+    s.ep.send(SendArgs {
+        kind: Kind::Tagged,
+        dest: 1,
+        mem,
+        tag,
+        data: None,
+        context: ctx,
+        flags: FI_COMPLETION | FI_DELIVERY_COMPLETE,
+    })
+    .unwrap();
+}
+
+/// The error completion `s` gets within `within`.
+fn fails_within(s: &Side, within: Duration) -> crate::cq::CompletionError {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Err(e) = s.cq.read(1, |_, c| panic!("completion {c:?}")) {
+            if e.0 == FI_EAVAIL {
+                return s.cq.read_err().unwrap();
+            }
+        }
+        assert!(Instant::now() < deadline, "no error within {within:?}");
+    }
+}
+
+/// A peer that stops answering (its process stopped: no progress at all) fails what waits
+/// on it over its connection with FI_EIO, within the peer timeout and not long after.
+#[test]
+fn a_silent_peer_fails_sends_over_its_connection_within_the_peer_timeout() {
+    let limit = Duration::from_millis(300);
+    let (a, b) = pair_with(Config {
+        promote: rc_mode(),
+        peer_timeout: limit,
+        ..Config::default()
+    });
+    one(&a, &b, 1, 10);
+    wait_connections(&a, &b, 1);
+    b.ep.stop_progress_thread();
+    let started = Instant::now();
+    send_waiting(&a, 2, 100, 9);
+    let err = fails_within(&a, Duration::from_secs(10));
+    assert_eq!(
+        (err.err, err.completion.op_context),
+        (Errno(FI_EIO as u32), 9)
+    );
+    let took = started.elapsed();
+    assert!(took >= limit && took < 3 * limit, "{took:?}");
+    assert_eq!(a.ep.with_data(|d| d.path_stats().0.timed_out), 1);
+}
+
+/// A peer that goes away (its endpoint closed) fails a rendezvous send waiting on it over its
+/// connection with FI_EIO within the peer timeout, as over datagrams.
+#[test]
+fn a_peer_that_goes_away_fails_a_rendezvous_over_its_connection() {
+    let limit = Duration::from_millis(300);
+    let (a, b) = pair_with(Config {
+        promote: rc_mode(),
+        peer_timeout: limit,
+        ..Config::default()
+    });
+    one(&a, &b, 1, 10);
+    wait_connections(&a, &b, 1);
+    // B never posts the receive: the send waits for its answer.
+    send(&a, 1, Kind::Tagged, 9, pattern(1 << 20, 7), 5);
+    let until = Instant::now() + 3 * limit;
+    while Instant::now() < until {
+        assert!(a.cq.read(1, |_, c| panic!("completion {c:?}")).is_err());
+        let _ = b.cq.read(0, |_, _| ());
+    }
+    assert_eq!(a.ep.data_stats().failed_sends, 0, "B was alive");
+    b.ep.shutdown();
+    drop(b);
+    let started = Instant::now();
+    let err = fails_within(&a, Duration::from_secs(10));
+    assert_eq!(
+        (err.err, err.completion.op_context),
+        (Errno(FI_EIO as u32), 5)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use iwarp::verbs::{
     AddressHandle, Bytes, QpState, QueuePair, RdReceiver, SendOpcode, SendWrOwned, WorkCompletion,
@@ -26,6 +27,8 @@ pub const ACK_EVERY: usize = 64;
 /// A message as it went on the wire, kept until acknowledged.
 pub struct Unacked<R> {
     pub seq: u32,
+    /// When it was sent.
+    pub at: Instant,
     head: [u8; HEADER + PREFIX_MAX],
     head_len: u8,
     pub data: Bytes,
@@ -113,6 +116,7 @@ impl<R> Conn<R> {
             Ok(()) if self.qp.state() == QpState::Rts => {
                 self.unacked.push_back(Unacked {
                     seq: header.seq,
+                    at: Instant::now(),
                     head,
                     head_len: head_len as u8,
                     data,
@@ -160,6 +164,12 @@ impl<R> Conn<R> {
             let u = self.unacked.pop_front().expect("front exists");
             done.push(u.role);
         }
+    }
+
+    /// Whether the peer left a message unacknowledged since before `since`: it acknowledges
+    /// at once what asks for it, so a peer that does not is gone (or stopped).
+    pub fn silent_since(&self, since: Instant) -> bool {
+        self.unacked.front().is_some_and(|u| u.at < since)
     }
 
     pub fn is_settled(&self) -> bool {

@@ -55,6 +55,26 @@ pub struct PathStats {
     pub rc_messages: u64,
     /// Most connections open at once.
     pub open_peak: u64,
+    /// Connections closed because the peer acknowledged nothing for the peer timeout; what
+    /// they carried failed.
+    pub timed_out: u64,
+}
+
+/// What became of the messages of connections that went, for the data path.
+pub struct Gone<R> {
+    /// Sent again over RD, in order, per peer: the connection closed or broke.
+    pub resend: Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+    /// Failed: the peer stopped acknowledging.
+    pub failed: Vec<R>,
+}
+
+impl<R> Default for Gone<R> {
+    fn default() -> Self {
+        Gone {
+            resend: Vec::new(),
+            failed: Vec::new(),
+        }
+    }
 }
 
 /// The paths' counters and the promotion policy's, for the report.
@@ -90,18 +110,23 @@ pub struct RcPaths<R> {
     /// The progress thread's epoll set, and whether it watches the connections now.
     waiter: Option<Arc<Waiter>>,
     watching: bool,
+    peer_timeout: Duration,
     pub stats: PathStats,
 }
 
 impl<R> RcPaths<R> {
     /// `listener`: where peers connect (`None` in `ud` mode, whose name says TCP port 0).
+    /// A peer that acknowledges nothing sent over its connection for `peer_timeout` is
+    /// taken for gone.
     pub fn new(
         policy: policies::promote::Config,
         qp: QpConfig,
         me: EpName,
         listener: Option<TcpListener>,
+        peer_timeout: Duration,
     ) -> RcPaths<R> {
         RcPaths {
+            peer_timeout,
             policy: Policy::new(policy),
             me,
             listener,
@@ -214,14 +239,9 @@ impl<R> RcPaths<R> {
     }
 
     /// Accepts, drives set-ups, acts on the policy's decisions and polls the connections,
-    /// lending their arrivals to `rx`. Messages of connections that went are appended to
-    /// `resend`, in order, for RD.
-    pub fn progress(
-        &mut self,
-        now: Instant,
-        rx: &mut dyn RdReceiver,
-        resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
-    ) {
+    /// lending their arrivals to `rx`. What connections that went carried goes to `gone`.
+    pub fn progress(&mut self, now: Instant, rx: &mut dyn RdReceiver, gone: &mut Gone<R>) {
+        let resend = &mut gone.resend;
         if !self.enabled() && self.conns.is_empty() {
             return;
         }
@@ -240,6 +260,26 @@ impl<R> RcPaths<R> {
             diag!(Info, EpData, "RC connection to {addr} closed or broke");
             self.stats.lost += 1;
             self.drop_conn(now, addr, resend);
+        }
+        if let Some(since) = now.checked_sub(self.peer_timeout) {
+            let silent: Vec<SocketAddr> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.silent_since(since))
+                .map(|(&a, _)| a)
+                .collect();
+            for addr in silent {
+                diag!(
+                    Warn,
+                    EpData,
+                    "{addr} acknowledged nothing over its RC connection for {:?}: taken for gone",
+                    self.peer_timeout
+                );
+                self.stats.timed_out += 1;
+                if let Some((_, unacked)) = self.close(now, addr) {
+                    gone.failed.extend(unacked.into_iter().map(|u| u.role));
+                }
+            }
         }
         // A peer whose connection was to win over ours and never came.
         let conns = &self.conns;
@@ -489,15 +529,25 @@ impl<R> RcPaths<R> {
         addr: SocketAddr,
         resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
     ) {
-        if let Some(mut c) = self.remove(addr) {
-            let (to, unacked) = c.take_unacked();
+        if let Some((to, unacked)) = self.close(now, addr) {
             self.stats.resent += unacked.len() as u64;
             if !unacked.is_empty() {
                 resend.push((to, unacked));
             }
-            let id = self.id(addr);
-            self.policy.closed(now, id);
         }
+    }
+
+    /// Removes `addr`'s connection and tells the policy; returns what it had not had
+    /// acknowledged, in order.
+    fn close(
+        &mut self,
+        now: Instant,
+        addr: SocketAddr,
+    ) -> Option<(AddressHandle, VecDeque<Unacked<R>>)> {
+        let mut c = self.remove(addr)?;
+        let id = self.id(addr);
+        self.policy.closed(now, id);
+        Some(c.take_unacked())
     }
 
     /// Takes acknowledged messages off every connection (`acked` gives what each peer
