@@ -1,26 +1,122 @@
-# Sourced by the benchmark scripts: the transports they compare, by the names of
-# ../shared/research/baselines.md, as "MPI scripts/mpirun-diwarp-transport".
-#   mpich-diwarp      MPICH ch4:ofi, FI_PROVIDER=diwarp
-#   mpich-tcp         MPICH, FI_PROVIDER=tcp: libfabric 2.x's native tcp RDM provider
-#   mpich-tcp-rxm     MPICH, FI_PROVIDER="tcp;ofi_rxm"
-#   mpich-udp-rxd     MPICH, FI_PROVIDER="udp;ofi_rxd"
-#   ompi-btl-tcp      Open MPI, --mca pml ob1 --mca btl tcp,self
-#   ompi-diwarp       Open MPI, pml cm + mtl ofi, provider diwarp
-#   ompi-mtl-ofi-tcp  Open MPI, pml cm + mtl ofi, "tcp;ofi_rxm" (libfabric 1.17)
+# Sourced by the benchmark scripts (mpi-bench, mem-bench, osu-sweep; npb-runs/npb.py and
+# scripts/osu-compare through bash): the transports they compare, by the names of
+# ../shared/research/baselines.md, as "MPI WRAPPER-TRANSPORT [NAME=VALUE...]": the MPI, the
+# transport of scripts/mpirun-diwarp, then diwarp's settings for that entry (environment
+# variables every rank of its runs gets; scripts/mpirun-diwarp forwards FI_DIWARP_* under both MPIs).
+#   mpich-diwarp           MPICH ch4:ofi, FI_PROVIDER=diwarp, the provider's default mode (ud)
+#   mpich-diwarp-rc        the same, FI_DIWARP_MODE=rc: every peer over a TCP connection (iWARP/MPA)
+#   mpich-diwarp-hybrid    the same, FI_DIWARP_MODE=hybrid, the provider's cap (FI_DIWARP_RC_MAX 16)
+#   mpich-diwarp-hybrid4   hybrid with FI_DIWARP_RC_MAX=4
+#   mpich-diwarp-hybrid16  hybrid with FI_DIWARP_RC_MAX=16
+#   mpich-tcp              MPICH, FI_PROVIDER=tcp: libfabric 2.x's native tcp RDM provider
+#   mpich-tcp-rxm          MPICH, FI_PROVIDER="tcp;ofi_rxm"
+#   mpich-udp-rxd          MPICH, FI_PROVIDER="udp;ofi_rxd"
+#   ompi-btl-tcp           Open MPI, --mca pml ob1 --mca btl tcp,self
+#   ompi-diwarp            Open MPI, pml cm + mtl ofi, provider diwarp, its default mode (ud)
+#   ompi-diwarp-rc         the same, FI_DIWARP_MODE=rc
+#   ompi-diwarp-hybrid     the same, FI_DIWARP_MODE=hybrid
+#   ompi-mtl-ofi-tcp       Open MPI, pml cm + mtl ofi, "tcp;ofi_rxm" (libfabric 1.17)
+#   ompi-udp-rxd           Open MPI, pml cm + mtl ofi, "udp;ofi_rxd"
+# Launch a transport through transport_cmd (below), never from the table by hand: it also
+# clears the settings the table chooses (transport_owned) from the caller's environment, so
+# that a name always means the same run (mpich-diwarp is the provider's default even if the
+# shell has FI_DIWARP_MODE=rc). Other FI_DIWARP_* settings of the caller reach every diwarp run.
 declare -A tdef=(
   [mpich-diwarp]="mpich diwarp"
+  [mpich-diwarp-rc]="mpich diwarp FI_DIWARP_MODE=rc"
+  [mpich-diwarp-hybrid]="mpich diwarp FI_DIWARP_MODE=hybrid"
+  [mpich-diwarp-hybrid4]="mpich diwarp FI_DIWARP_MODE=hybrid FI_DIWARP_RC_MAX=4"
+  [mpich-diwarp-hybrid16]="mpich diwarp FI_DIWARP_MODE=hybrid FI_DIWARP_RC_MAX=16"
   [mpich-tcp]="mpich tcp"
   [mpich-tcp-rxm]="mpich tcp-rxm"
   [mpich-udp-rxd]="mpich udp-rxd"
   [ompi-btl-tcp]="openmpi ompi-tcp"
   [ompi-diwarp]="openmpi diwarp"
+  [ompi-diwarp-rc]="openmpi diwarp FI_DIWARP_MODE=rc"
+  [ompi-diwarp-hybrid]="openmpi diwarp FI_DIWARP_MODE=hybrid"
   [ompi-mtl-ofi-tcp]="openmpi tcp"
+  [ompi-udp-rxd]="openmpi udp-rxd"
 )
+# The variables the table's entries choose: cleared for every diwarp run, then set from the entry.
+transport_owned=(FI_DIWARP_MODE FI_DIWARP_RC_MAX)
+_transports_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The C compiler wrapper of an MPI (mpich: the venv's wheel; openmpi: Debian's).
 mpicc_of() {
   case $1 in
-    mpich) echo "${MPICC_MPICH:-$here/.venv/bin/mpicc}" ;;
+    mpich) echo "${MPICC_MPICH:-$_transports_here/.venv/bin/mpicc}" ;;
     openmpi) echo "${MPICC_OPENMPI:-$(command -v mpicc.openmpi || echo mpicc.openmpi)}" ;;
   esac
+}
+
+transport_known() { [ -n "${1:-}" ] && [ -n "${tdef[$1]:-}" ]; }
+# The table's fields of transport $1: its MPI, its scripts/mpirun-diwarp transport, its settings.
+transport_mpi() { local a; read -r -a a <<< "${tdef[$1]}"; echo "${a[0]}"; }
+transport_wrapper() { local a; read -r -a a <<< "${tdef[$1]}"; echo "${a[1]}"; }
+transport_settings() { # NAME=VALUE, one a line (none for most)
+  local a; read -r -a a <<< "${tdef[$1]}"
+  [ ${#a[@]} -gt 2 ] && printf '%s\n' "${a[@]:2}"
+  return 0
+}
+transport_is_diwarp() { [ "$(transport_wrapper "$1")" = diwarp ]; }
+
+# diwarp's settings of transport $1 in words, for tables and plot legends: "ud (default)",
+# "rc", "hybrid", "hybrid, RC_MAX=4"; empty for a transport that is not diwarp.
+transport_mode() {
+  transport_is_diwarp "$1" || return 0
+  local s mode= rest=()
+  while IFS= read -r s; do
+    [ -n "$s" ] || continue
+    case $s in
+      FI_DIWARP_MODE=*) mode=${s#FI_DIWARP_MODE=} ;;
+      *) rest+=("${s#FI_DIWARP_}") ;;
+    esac
+  done < <(transport_settings "$1")
+  local IFS=' '
+  echo "${mode:-ud (default)}${rest:+, ${rest[*]}}"
+}
+
+# The command that launches a run of transport $1, one word a line, for `mapfile -t`; the caller
+# appends scripts/mpirun-diwarp's other options (-n, --timeout, ...), --, and the program:
+#   env [-u VAR]... [NAME=VALUE]... scripts/mpirun-diwarp --mpi MPI --transport T
+transport_cmd() {
+  transport_known "$1" || { echo "transports.sh: unknown transport '$1'" >&2; return 2; }
+  local v
+  printf '%s\n' env
+  if transport_is_diwarp "$1"; then
+    for v in "${transport_owned[@]}"; do printf '%s\n' -u "$v"; done
+    transport_settings "$1"
+  fi
+  printf '%s\n' "$_transports_here/scripts/mpirun-diwarp" --mpi "$(transport_mpi "$1")" \
+    --transport "$(transport_wrapper "$1")"
+}
+
+# Checks transports $2... against the table (usage error naming $1, the script, on an unknown
+# one) and says on stderr when the caller's environment sets a variable the table chooses, which
+# the diwarp runs among them then do not get.
+transports_check() {
+  local prog=$1 t v any=0; shift
+  for t in "$@"; do
+    transport_known "$t" || {
+      echo "$prog: unknown transport '$t' (known: $(printf '%s\n' "${!tdef[@]}" | sort | paste -sd ' '))" >&2
+      return 2; }
+    transport_is_diwarp "$t" && any=1
+  done
+  [ $any = 1 ] || return 0
+  for v in "${transport_owned[@]}"; do
+    [ -n "${!v+x}" ] && echo "$prog: note: $v=${!v} in the environment is not used: each" \
+      "transport's name chooses it (scripts/transports.sh: mpich-diwarp-rc, ...)" >&2
+  done
+  return 0
+}
+
+# transport, MPI, wrapper transport, diwarp's mode in words, settings (space-separated), tab-
+# separated, one line per transport $@ (every transport of the table if none given).
+transport_table() {
+  local t
+  [ $# -gt 0 ] || set -- $(printf '%s\n' "${!tdef[@]}" | sort)
+  for t in "$@"; do
+    printf '%s\t%s\t%s\t%s\t%s\n' "$t" "$(transport_mpi "$t")" "$(transport_wrapper "$t")" \
+      "$(transport_mode "$t")" "$(transport_settings "$t" | paste -sd ' ')"
+  done
 }
