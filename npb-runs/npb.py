@@ -22,6 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 WRAPPER = HERE / "scripts" / "mpirun-diwarp"
+TRANSPORTS_SH = HERE / "scripts" / "transports.sh"
 
 # The runs of ../shared/research/baselines.md, section 3.
 DEFAULT_KERNELS = "cg.A.2,is.A.2,mg.A.2,cg.A.4,is.A.4,mg.A.4,cg.B.2,is.B.2,mg.B.2"
@@ -41,6 +42,55 @@ LABELS = {
     ("mpich", "tcp-rxm"): "mpich-tcp-rxm",
     ("mpich", "udp-rxd"): "mpich-udp-rxd",
 }
+# The table's names are "mpich-..." and "ompi-...": a short name "diwarp-rc" under an MPI is
+# its prefix + "-" + the name.
+PREFIX = {"mpich": "mpich", "openmpi": "ompi"}
+
+
+def _bash(*words):
+    """Output of a function of scripts/transports.sh (the one place that knows how each
+    transport is launched), as lines."""
+    r = subprocess.run(["bash", "-c", 'source "$0" && "$@"', str(TRANSPORTS_SH), *words],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"npb-runs: scripts/transports.sh {' '.join(words)}: {r.stderr.strip()}")
+    return r.stdout.splitlines()
+
+
+_TABLE = None
+
+
+def table():
+    """scripts/transports.sh's table: name -> dict(mpi, wrapper, mode, settings)."""
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = {}
+        for line in _bash("transport_table"):
+            name, mpi, wrapper, mode, settings = (line.split("\t") + [""] * 5)[:5]
+            _TABLE[name] = dict(mpi=mpi, wrapper=wrapper, mode=mode, settings=settings)
+    return _TABLE
+
+
+def resolve(mpi, name):
+    """The table's name of transport `name` under `mpi`, or None: a scripts/mpirun-diwarp name
+    (diwarp, tcp, ... through LABELS), a table name of that MPI (mpich-diwarp-rc), or a table
+    name without the MPI's prefix (diwarp-rc, diwarp-hybrid4)."""
+    for cand in (LABELS.get((mpi, name)), name, f"{PREFIX.get(mpi)}-{name}"):
+        if cand and table().get(cand, {}).get("mpi") == mpi:
+            return cand
+    return None
+
+
+def is_diwarp(label):
+    return table().get(label, {}).get("wrapper") == "diwarp"
+
+
+def launch_command(label):
+    """scripts/mpirun-diwarp with the MPI, transport and diwarp settings of table entry `label`
+    (transports.sh's transport_cmd); the caller appends -n, --timeout, ..., --, the program."""
+    return _bash("transport_cmd", label)
+
+
 # Seconds before a run counts as hung, by class (class A runs take under a second here).
 TIMEOUTS = {"S": 60, "W": 60, "A": 60, "B": 180, "C": 900}
 
@@ -64,7 +114,10 @@ def parse_args():
                    help="the MPI the binaries were built with (auto: from the libmpi they link)")
     p.add_argument("--transports",
                    help="scripts/mpirun-diwarp transports (default: openmpi "
-                        f"{DEFAULT_TRANSPORTS['openmpi']}; mpich {DEFAULT_TRANSPORTS['mpich']})")
+                        f"{DEFAULT_TRANSPORTS['openmpi']}; mpich {DEFAULT_TRANSPORTS['mpich']}), "
+                        "or names of scripts/transports.sh for the MPI, with or without its "
+                        "prefix: diwarp-rc, diwarp-hybrid, mpich-diwarp-hybrid4 (diwarp's modes, "
+                        "FI_DIWARP_MODE / FI_DIWARP_RC_MAX); reported by the table's names")
     p.add_argument("--runs", type=int, default=3, help="runs of every pair (default 3)")
     p.add_argument("--timeout", type=int,
                    help="seconds before a run is a hang (default by class: "
@@ -111,11 +164,11 @@ def parse_kernels(spec, npb):
     return kernels
 
 
-def launch(mpi, transport, kernel, args, timeout, log, mem_report):
-    """Runs one kernel; returns (status, seconds, mops)."""
+def launch(mpi, label, kernel, args, timeout, log, mem_report):
+    """Runs one kernel over transport `label` (a name of scripts/transports.sh); returns
+    (status, seconds, mops)."""
     k, c, n, binary = kernel
-    cmd = [str(WRAPPER), "--mpi", mpi, "--transport", transport, "-n", str(n),
-           "--timeout", str(timeout)]
+    cmd = launch_command(label) + ["-n", str(n), "--timeout", str(timeout)]
     if args.provider_dir:
         cmd += ["--provider-dir", args.provider_dir]
     # Two ranks are bound to the two cores, as in baselines.md; more are oversubscribed, unbound.
@@ -126,7 +179,7 @@ def launch(mpi, transport, kernel, args, timeout, log, mem_report):
                  "--mpi-arg", "core"])
     cmd += ["--", str(binary)]
     env = dict(os.environ)
-    if transport == "diwarp":
+    if is_diwarp(label):
         env["FI_DIWARP_MEM_REPORT"] = str(mem_report)
     with open(log, "w") as f:
         f.write(" ".join(cmd) + "\n")
@@ -148,7 +201,7 @@ def launch(mpi, transport, kernel, args, timeout, log, mem_report):
 
 # Transport counters each diwarp rank writes at finalize (FI_DIWARP_MEM_REPORT), summed per run.
 COUNTERS = ("datagrams_sent", "retransmits", "spurious_retransmits", "duplicates", "acks_sent",
-            "progress_wakes")
+            "progress_wakes", "rc_messages")
 
 
 def mem_summary(path):
@@ -167,9 +220,13 @@ def mem_summary(path):
         if r.get("at") != "finalize":
             continue
         c = r["counters"]
-        fields = dict(c["queue_pair"], progress_wakes=c["progress_wakes"])
+        paths = c.get("paths") or {}
+        fields = dict(c["queue_pair"], progress_wakes=c["progress_wakes"],
+                      rc_messages=paths.get("rc_messages", 0))
         for k in COUNTERS:
             tot[k] += fields.get(k, 0)
+        # RC connections (rc, hybrid): the most any rank had open at once.
+        tot["rc_open_peak"] = max(tot["rc_open_peak"], paths.get("open_peak", 0))
         qp = sum(r["ledger"]["accounts"][a]["current"] for a in qp_accounts)
         tot["queue_pair_max"] = max(tot["queue_pair_max"], qp)
         tot["ranks"] += 1
@@ -197,9 +254,19 @@ def network():
     return f"ranks round-robin on network namespaces {ns} as hosts" if ns else "loopback"
 
 
+def ratio_pairs(labels):
+    """(a, b) for every ratio column: every diwarp transport (any mode) to every other transport,
+    or with no other transport, every later diwarp one to the first."""
+    diwarps = [lab for lab in labels if is_diwarp(lab)]
+    peers = [lab for lab in labels if not is_diwarp(lab)]
+    if peers:
+        return [(d, p) for d in diwarps for p in peers]
+    return [(d, diwarps[0]) for d in diwarps[1:]]
+
+
 def report(results, kernels, labels, cmdline, when):
-    diwarp = labels[0]
-    peers = labels[1:]
+    pairs = ratio_pairs(labels)
+    modes = [f"{lab} = {table()[lab]['mode']}" for lab in labels if is_diwarp(lab)]
     lines = [
         "# NPB over diwarp and its peers",
         "",
@@ -209,9 +276,11 @@ def report(results, kernels, labels, cmdline, when):
             "No rank is bound to a core (the namespaces share the machine's cores)."
             if os.environ.get("MPIRUN_DIWARP_NETNS") else
             "Two ranks are bound to the two cores; more ranks are oversubscribed and unbound."),
+        *(["diwarp's mode (FI_DIWARP_MODE and the entry's other settings in scripts/transports.sh; "
+            "ud (default) = none set): " + "; ".join(modes) + "."] if modes else []),
         "",
-        "| " + " | ".join(["kernel", *labels, *(f"{diwarp} ÷ {p}" for p in peers)]) + " |",
-        "|---|" + "---:|" * (len(labels) + len(peers)),
+        "| " + " | ".join(["kernel", *labels, *(f"{a} ÷ {b}" for a, b in pairs)]) + " |",
+        "|---|" + "---:|" * (len(labels) + len(pairs)),
     ]
     for k, c, n, _ in kernels:
         key = f"{k}.{c} np={n}"
@@ -221,9 +290,9 @@ def report(results, kernels, labels, cmdline, when):
             meds[lab] = med
             cells.append(text)
         ratios = []
-        for p in peers:
-            if meds[diwarp] and meds[p]:
-                ratios.append(f"{meds[diwarp] / meds[p]:.2f}")
+        for a, b in pairs:
+            if meds[a] and meds[b]:
+                ratios.append(f"{meds[a] / meds[b]:.2f}")
             else:
                 ratios.append("–")
         lines.append("| " + " | ".join([key, *cells, *ratios]) + " |")
@@ -252,7 +321,10 @@ def plot(results, kernels, labels, path):
                 ax.text(x, top * 0.02, "hang" if any(r["status"] == "hang"
                         for r in results[(key, lab)]) else "fail",
                         rotation=90, ha="center", va="bottom", fontsize=8, color="red")
-        ax.bar(xs, ys, width, label=lab)
+        mode = table()[lab]["mode"].split(",")[0].split()[0] if is_diwarp(lab) else None
+        ax.bar(xs, ys, width, label=f"{lab}: {table()[lab]['mode']}" if mode else lab,
+               hatch={"rc": "//", "hybrid": "xx"}.get(mode), edgecolor="black" if mode else None,
+               linewidth=0.5 if mode else None)
     ax.set_xticks(range(len(keys)), keys, rotation=20)
     ax.set_ylabel("NPB time (s), median of verified runs")
     ax.set_yscale("log")
@@ -269,14 +341,21 @@ def main():
     mpi = args.mpi if args.mpi != "auto" else detect_mpi(kernels[0][3])
     if mpi is None:
         sys.exit(f"npb-runs: cannot tell which MPI {kernels[0][3]} links; give --mpi")
-    transports = (args.transports or DEFAULT_TRANSPORTS[mpi]).split(",")
-    for t in transports:
-        if (mpi, t) not in LABELS:
-            sys.exit(f"npb-runs: transport '{t}' is not one of scripts/mpirun-diwarp's for {mpi}")
-    if "diwarp" in transports:
-        transports.remove("diwarp")
-        transports.insert(0, "diwarp")
-    labels = [LABELS[(mpi, t)] for t in transports]
+    labels = []
+    for t in (args.transports or DEFAULT_TRANSPORTS[mpi]).split(","):
+        lab = resolve(mpi, t)
+        if lab is None:
+            sys.exit(f"npb-runs: transport '{t}' is neither one of scripts/mpirun-diwarp's for {mpi} "
+                     f"nor a name of scripts/transports.sh for it ("
+                     + ", ".join(sorted(n for n, e in table().items() if e["mpi"] == mpi)) + ")")
+        if lab not in labels:
+            labels.append(lab)
+    # diwarp's transports first, in the order given.
+    labels = [lab for lab in labels if is_diwarp(lab)] + [lab for lab in labels if not is_diwarp(lab)]
+    for v in ("FI_DIWARP_MODE", "FI_DIWARP_RC_MAX"):
+        if v in os.environ and any(is_diwarp(lab) for lab in labels):
+            print(f"npb-runs: note: {v}={os.environ[v]} in the environment is not used: each "
+                  "transport's name chooses it (diwarp-rc, diwarp-hybrid, ...)", file=sys.stderr)
     names = sorted({b.name for *_, b in kernels})
     stray = subprocess.run(["pgrep", "-x", "|".join(names)], capture_output=True, text=True)
     if stray.stdout.strip():
@@ -290,7 +369,7 @@ def main():
 
     results = defaultdict(list)
     fields = ["mpi", "transport", "kernel", "class", "ranks", "run", "status", "time_s", "mops",
-              *COUNTERS, "queue_pair_max"]
+              *COUNTERS, "queue_pair_max", "rc_open_peak"]
     with open(out / "runs.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
@@ -299,10 +378,10 @@ def main():
                 k, c, n, _ = kern
                 key = f"{k}.{c} np={n}"
                 timeout = args.timeout or TIMEOUTS.get(c, 600)
-                for t, lab in zip(transports, labels):
+                for lab in labels:
                     stem = f"{k}.{c}.{n}-{lab}-run{run}"
                     mem = out / "logs" / f"{stem}-mem.txt"
-                    status, secs, mops = launch(mpi, t, kern, args, timeout,
+                    status, secs, mops = launch(mpi, lab, kern, args, timeout,
                                                 out / "logs" / f"{stem}.log", mem)
                     m = mem_summary(mem)
                     row = {"mpi": mpi, "transport": lab, "kernel": k, "class": c, "ranks": n,
@@ -315,7 +394,10 @@ def main():
                     extra = (f"  retransmits {m['retransmits']} ({m['spurious_retransmits']} "
                              f"needless) of {m['datagrams_sent']} datagrams, "
                              f"{m['progress_wakes']} progress-thread wakes" if m else "")
-                    print(f"[run {run}] {key:12} {lab:18} {shown}  {status}{extra}", flush=True)
+                    if m.get("rc_open_peak") or m.get("rc_messages"):
+                        extra += (f", {m['rc_messages']} messages over RC, at most "
+                                  f"{m['rc_open_peak']} RC connections per rank")
+                    print(f"[run {run}] {key:12} {lab:21} {shown}  {status}{extra}", flush=True)
 
     md = report(results, kernels, labels, cmdline,
                 when.strftime("%Y-%m-%d %H:%M UTC"))
