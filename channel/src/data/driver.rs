@@ -505,6 +505,7 @@ impl DataPath {
         if self.paths.connections() == 0 && !self.paths.enabled() {
             return;
         }
+        let owed_before = self.st.peers.take_owing();
         let mut gone = path::Gone::default();
         self.paths.progress(now, &mut self.st, &mut gone);
         for role in gone.failed {
@@ -527,9 +528,14 @@ impl DataPath {
         for role in done {
             self.st.send_part_done(role, true);
         }
-        for addr in self.st.peers.take_owing() {
-            if let Some(c) = self.paths.conn(addr) {
-                c.post_ack(self.st.peers.ack_only(addr, false));
+        // Acknowledgements owed since the last pass that no message carried. Those owed for
+        // this pass's arrivals wait for the next one (or `flush_acks`, before the progress
+        // thread sleeps): the application's answer, if it sends one, carries them.
+        for addr in owed_before {
+            if self.st.peers.owes(addr) {
+                if let Some(c) = self.paths.conn(addr) {
+                    c.post_ack(self.st.peers.ack_only(addr, false));
+                }
             }
         }
         for addr in self.paths.unasked_drains() {
@@ -586,6 +592,16 @@ impl DataPath {
     /// Sends the ACKs owed now: the caller stops polling for a while.
     pub fn flush_acks(&mut self) {
         self.qp.flush_acks();
+        self.send_owed_acks();
+    }
+
+    /// Acknowledgements owed to RC peers that no message of ours carried: sent alone.
+    fn send_owed_acks(&mut self) {
+        for addr in self.st.peers.take_owing() {
+            if let Some(c) = self.paths.conn(addr) {
+                c.post_ack(self.st.peers.ack_only(addr, false));
+            }
+        }
     }
 
     /// Datagrams read off the socket so far.
@@ -594,7 +610,9 @@ impl DataPath {
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
-        let rc = self.paths.next_deadline();
+        // An acknowledgement owed is due now (the next pass sends it).
+        let owed = self.st.peers.owing().then(Instant::now);
+        let rc = self.paths.next_deadline().into_iter().chain(owed).min();
         self.qp.next_deadline().into_iter().chain(rc).min()
     }
 

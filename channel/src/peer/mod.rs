@@ -165,6 +165,16 @@ impl Peers {
         owing
     }
 
+    /// Whether `addr` still waits for an acknowledgement it asked for.
+    pub fn owes(&self, addr: SocketAddr) -> bool {
+        self.map.get(&addr).is_some_and(|p| p.owed)
+    }
+
+    /// Whether any peer waits for an acknowledgement it asked for.
+    pub fn owing(&self) -> bool {
+        !self.owing.is_empty()
+    }
+
     /// The last of our messages `addr` acknowledged.
     pub fn acked(&self, addr: SocketAddr) -> Option<u32> {
         self.map.get(&addr).map(|p| p.acked)

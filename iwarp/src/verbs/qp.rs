@@ -419,7 +419,8 @@ impl QueuePair {
 
     /// Posts the message `prefix` followed by `wr.data`: RD joins the prefix to its own header
     /// and keeps the data without copying it (as [`QueuePair::post_send_owned`], which an empty
-    /// prefix amounts to); UD and RC send the two joined.
+    /// prefix amounts to); RC frames the two together in place when they fit one segment; UD,
+    /// and RC above a segment, send the two joined.
     pub fn post_send_prefixed(&mut self, wr: SendWrOwned, prefix: &[u8]) -> Result<(), VerbsError> {
         if prefix.is_empty() {
             return self.post_send_owned(wr);
@@ -427,6 +428,11 @@ impl QueuePair {
         match &mut self.path {
             Path::Rd(rd) if self.state == QpState::Rts => {
                 rd.post_send_prefixed(&mut self.queues, wr, prefix)
+            }
+            Path::Rc(rc) if self.state == QpState::Rts => {
+                let r = rc.post_send_prefixed(&mut self.queues, &wr.borrowed(), prefix);
+                self.check_rc();
+                r
             }
             _ => {
                 let mut joined = Vec::with_capacity(prefix.len() + wr.data.len());

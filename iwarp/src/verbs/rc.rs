@@ -112,6 +112,12 @@ impl TxBuffer {
     fn is_empty(&self) -> bool {
         self.pos == self.buf.len() && self.pending.is_empty()
     }
+
+    /// Whether earlier sends wait in the buffer or in the list (the last entry of `pending`
+    /// being the send about to go).
+    fn is_queued(&self) -> bool {
+        self.pos != self.buf.len() || self.pending.len() > 1
+    }
 }
 
 /// The segments of one message.
@@ -268,6 +274,106 @@ impl RcPath {
         };
         if let Err(e) = result {
             self.fail(q, Some(e));
+        }
+        Ok(())
+    }
+
+    /// Posts `prefix` then `wr.data` as one message. When both fit one segment they are
+    /// framed together in place (no copy unless the kernel refuses part of it); longer
+    /// messages are joined first.
+    pub(crate) fn post_send_prefixed(
+        &mut self,
+        q: &mut WorkQueues,
+        wr: &SendWr<'_>,
+        prefix: &[u8],
+    ) -> Result<(), VerbsError> {
+        let len = prefix.len() + wr.data.len();
+        if len > self.settings.segment_payload {
+            let mut joined = Vec::with_capacity(len);
+            joined.extend_from_slice(prefix);
+            joined.extend_from_slice(wr.data);
+            return self.post_send(
+                q,
+                &SendWr {
+                    data: &joined,
+                    ..*wr
+                },
+            );
+        }
+        q.reserve_send()?;
+        let opcode = match wr.opcode {
+            SendOpcode::Send => Opcode::Send,
+            SendOpcode::SendSolicited => Opcode::SendSolicited,
+        };
+        let seg = SegmentRepr::untagged(opcode, true, 0, self.tx_msn, 0);
+        self.tx_msn = self.tx_msn.wrapping_add(1);
+        self.tx.pending.push_back(PendingSend {
+            end: u64::MAX,
+            wr_id: wr.wr_id,
+            len,
+            signaled: wr.signaled,
+        });
+        if let Err(e) = self.send_one(q, seg, &[prefix, wr.data]) {
+            self.fail(q, Some(e));
+        }
+        Ok(())
+    }
+
+    /// Sends one FPDU of segment `seg` carrying `parts`, whose send waits last in
+    /// `tx.pending`: gathered straight from the parts when nothing is queued before it and
+    /// markers are off, else encoded into the send buffer.
+    fn send_one(
+        &mut self,
+        q: &mut WorkQueues,
+        seg: SegmentRepr,
+        parts: &[&[u8]; 2],
+    ) -> Result<(), VerbsError> {
+        let mut header = [0u8; UNTAGGED_HEADER_LEN];
+        let hl = seg.emit(&mut header)?;
+        let ulpdu = [&header[..hl], parts[0], parts[1]];
+        if self.tx.is_queued() || self.sender.markers() {
+            let before = self.tx.buf.len();
+            self.sender.encode(&ulpdu, &mut self.tx.buf)?;
+            self.tx.queued += (self.tx.buf.len() - before) as u64;
+            if let Some(p) = self.tx.pending.back_mut() {
+                p.end = self.tx.queued;
+            }
+            self.flush(q)?;
+            return Ok(());
+        }
+        let frame = self.sender.frame(&ulpdu)?;
+        let iov = [
+            IoSlice::new(&frame.prefix),
+            IoSlice::new(&header[..hl]),
+            IoSlice::new(parts[0]),
+            IoSlice::new(parts[1]),
+            IoSlice::new(frame.suffix()),
+        ];
+        let total: usize = iov.iter().map(|s| s.len()).sum();
+        let written = match io::send_gather(self.stream.as_raw_fd(), &iov, None) {
+            Ok(w) => w,
+            Err(Errno::EAGAIN) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        if written == total {
+            if let Some(p) = self.tx.pending.pop_back() {
+                q.send_done(p.wr_id, p.len, p.signaled);
+            }
+            return Ok(());
+        }
+        // The kernel is full: keep the rest ourselves.
+        let mut skip = written;
+        for s in &iov {
+            if skip >= s.len() {
+                skip -= s.len();
+                continue;
+            }
+            self.tx.buf.extend_from_slice(&s[skip..]);
+            skip = 0;
+        }
+        self.tx.queued += (total - written) as u64;
+        if let Some(p) = self.tx.pending.back_mut() {
+            p.end = self.tx.queued;
         }
         Ok(())
     }
