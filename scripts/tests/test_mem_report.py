@@ -22,7 +22,8 @@ ACCOUNTS = [("peer_state", "peers"), ("send_queue", "traffic"), ("retransmit", "
             ("receive_ring", "fixed"), ("staged", "traffic"), ("unexpected", "traffic"),
             ("held_pushes", "traffic"), ("send_pool", "traffic"), ("rendezvous", "traffic"),
             ("rma", "fixed"), ("address_vector", "peers"), ("completion_queues", "traffic"),
-            ("matching", "traffic"), ("engine", "peers"), ("fault_layer", "traffic")]
+            ("matching", "traffic"), ("engine", "peers"), ("fault_layer", "traffic"),
+            ("connections", "connections")]
 DATA_COUNTERS = ["sent", "received", "malformed", "stray", "failed_sends", "failed_recvs",
                  "push_dropped", "push_parked", "push_placed", "rma_writes_in", "rma_reads_in", "rma_refused"]
 PEER_COUNTERS = ["short", "stale", "duplicates", "held", "restarts", "acks_sent", "acks_received"]
@@ -336,8 +337,9 @@ class Check(ReportFiles):
     def test_wrong_total(self):
         self.broken(lambda o: o["ledger"].update(total=o["ledger"]["total"] + 1))
         p = self.check(self.dir, ok=False)
-        self.assertIn("memreport.1001.jsonl:2: ledger.total 120001 is not the sum of the accounts' current (120000)",
-                      p.stderr)
+        total = sum(1000 * (k + 1) for k in range(len(ACCOUNTS)))
+        self.assertIn(f"memreport.1001.jsonl:2: ledger.total {total + 1} is not the sum of the accounts' current "
+                      f"({total})", p.stderr)
 
     def test_peak_below_current(self):
         self.broken(lambda o: o["ledger"]["accounts"]["staged"].update(peak=1))

@@ -720,6 +720,8 @@ impl DataPath {
                 + self.qp.work_queue_bytes(),
             lent: st.tx.lent,
             peers: st.peers.memory(),
+            connections: self.paths.memory(),
+            connections_open: self.paths.connections(),
         }
     }
 

@@ -141,6 +141,9 @@ pub struct Memory {
     pub lent: usize,
     /// The per-peer layer: sequences, and messages held for their turn.
     pub peers: usize,
+    /// RC connections (`path`), and how many are open.
+    pub connections: usize,
+    pub connections_open: usize,
 }
 
 /// Everything but the queue pair: what the arrivals, which the queue pair lends while it is

@@ -60,6 +60,9 @@ fn rc_mode_carries_eager_and_rendezvous_over_a_connection() {
     let (paths, _) = b.ep.with_data(|d| d.path_stats());
     assert!(paths.rc_messages > 0, "answers too: {paths:?}");
     assert_eq!(paths.connected, 1);
+    // The connection's buffers are in the ledger.
+    let conn = a.ep.sample_memory().get(policies::Account::Connections);
+    assert!(conn.bytes > 0 && conn.peers == Some(1), "{conn:?}");
 }
 
 /// Numbered messages of mixed sizes from A to B, `rounds` bursts of `burst`, a pause of

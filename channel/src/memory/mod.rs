@@ -102,7 +102,11 @@ pub fn charge(d: &Memory, shared: &Shared) -> Sample {
     )
     .charge(Account::Matching, Usage::bytes(d.matching))
     .charge(Account::Engine, Usage::per_peer(qp.engine, qp.peers))
-    .charge(Account::FaultLayer, Usage::bytes(qp.faults));
+    .charge(Account::FaultLayer, Usage::bytes(qp.faults))
+    .charge(
+        Account::Connections,
+        Usage::per_peer(d.connections, d.connections_open),
+    );
     s
 }
 
@@ -138,6 +142,8 @@ mod tests {
             completions: 1 << 14,
             lent: 0,
             peers: 1 << 18,
+            connections: 1 << 19,
+            connections_open: 2,
         };
         let shared = Shared {
             av: (1 << 15, 4),
@@ -161,18 +167,21 @@ mod tests {
             (Account::Matching, 1 << 12),
             (Account::Engine, 1 << 7),
             (Account::FaultLayer, 1 << 8),
+            (Account::Connections, 1 << 19),
         ];
         assert_eq!(want.len(), Account::ALL.len());
         for (a, bytes) in want {
             assert_eq!(s.get(a).bytes, bytes, "{a:?}");
             let peers = s.get(a).peers;
-            assert_eq!(peers.is_some(), a.scale() == Scale::Peers, "{a:?}");
+            let counted = matches!(a.scale(), Scale::Peers | Scale::Connections);
+            assert_eq!(peers.is_some(), counted, "{a:?}");
         }
         assert_eq!(s.get(Account::AddressVector).peers, Some(4));
         assert_eq!(s.get(Account::PeerState).peers, Some(3));
         assert_eq!(s.get(Account::Unexpected).peak, 1 << 20);
         assert_eq!(s.get(Account::HeldPushes).peak, 1 << 21);
-        assert_eq!(s.total(), (1 << 19) - 2, "bits 1 to 18, each once");
+        assert_eq!(s.get(Account::Connections).peers, Some(2));
+        assert_eq!(s.total(), (1 << 20) - 2, "bits 1 to 19, each once");
     }
 
     /// The application's buffers lent to the queue pair are not charged: taken from the

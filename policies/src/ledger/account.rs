@@ -12,6 +12,9 @@ pub enum Scale {
     Traffic,
     /// Once per endpoint.
     Fixed,
+    /// One share per RC connection open: projected as per-connection cost × connections
+    /// (every peer in `rc` mode, at most the cap in `hybrid`).
+    Connections,
 }
 
 macro_rules! accounts {
@@ -85,6 +88,10 @@ accounts! {
     Engine = "engine", Peers;
     /// Datagrams held back by diwarp's fault layer (DIWARP_FAULTS), when on.
     FaultLayer = "fault_layer", Traffic;
+    /// RC connections: each one's buffers (the FPDU decoder's, the send backlog the kernel did
+    /// not take, a message being joined) and its list of messages not yet acknowledged, and
+    /// the connections being set up.
+    Connections = "connections", Connections;
 }
 
 #[cfg(test)]
