@@ -111,8 +111,13 @@ pub struct RcPaths<R> {
     waiter: Option<Arc<Waiter>>,
     watching: bool,
     peer_timeout: Duration,
+    /// When the listener is next looked at.
+    next_accept: Option<Instant>,
     pub stats: PathStats,
 }
+
+/// How often progress looks for connections waiting to be accepted.
+const ACCEPT_EVERY: Duration = Duration::from_micros(500);
 
 impl<R> RcPaths<R> {
     /// `listener`: where peers connect (`None` in `ud` mode, whose name says TCP port 0).
@@ -127,6 +132,7 @@ impl<R> RcPaths<R> {
     ) -> RcPaths<R> {
         RcPaths {
             peer_timeout,
+            next_accept: None,
             policy: Policy::new(policy),
             me,
             listener,
@@ -458,6 +464,12 @@ impl<R> RcPaths<R> {
         let Some(l) = self.listener.as_ref() else {
             return;
         };
+        // A system call per progress pass would tax every message; a peer's connect waits
+        // in the backlog meanwhile (and the progress thread wakes for it).
+        if self.next_accept.is_some_and(|t| now < t) {
+            return;
+        }
+        self.next_accept = Some(now + ACCEPT_EVERY);
         loop {
             match l.accept() {
                 Ok((stream, _)) => self.setups.responder(stream, now),
@@ -471,7 +483,9 @@ impl<R> RcPaths<R> {
     }
 
     fn decide(&mut self, now: Instant) {
-        self.policy.handle_timeout(now);
+        if self.policy.poll_timeout().is_some_and(|t| t <= now) {
+            self.policy.handle_timeout(now);
+        }
         while let Some(d) = self.policy.poll() {
             match d {
                 Decision::Promote(id) => {
