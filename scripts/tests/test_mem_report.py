@@ -28,7 +28,7 @@ DATA_COUNTERS = ["sent", "received", "malformed", "stray", "failed_sends", "fail
                  "push_dropped", "push_parked", "push_placed", "rma_writes_in", "rma_reads_in", "rma_refused"]
 PEER_COUNTERS = ["short", "stale", "duplicates", "held", "restarts", "acks_sent", "acks_received"]
 PATH_COUNTERS = ["open", "connected", "initiated", "refused", "refused_by_peer", "failed", "demoted", "lost",
-                 "resent", "rc_messages", "open_peak", "timed_out", "promotions", "demoted_idle", "demoted_for_hotter", "closed_by_peer"]
+                 "resent", "rc_messages", "open_peak", "timed_out", "probes", "promotions", "demoted_idle", "demoted_for_hotter", "closed_by_peer"]
 QP_COUNTERS = ["datagrams_sent", "datagrams_received", "datagrams_read", "data_sent", "retransmits",
                "spurious_retransmits", "lost_acks", "timeouts", "tail_probes", "duplicates", "out_of_order",
                "dropped", "dropped_checksum", "acks_sent", "window_full", "would_block", "messages_acked",

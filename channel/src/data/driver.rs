@@ -538,6 +538,11 @@ impl DataPath {
                 }
             }
         }
+        for addr in self.paths.overdue(now) {
+            if let Some(c) = self.paths.conn(addr) {
+                c.post_ack(self.st.peers.ack_only(addr, true));
+            }
+        }
         for addr in self.paths.unasked_drains() {
             if let Some(c) = self.paths.conn(addr) {
                 c.post_ack(self.st.peers.ack_only(addr, true));

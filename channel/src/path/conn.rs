@@ -49,6 +49,8 @@ pub struct Conn<R> {
     pub draining: bool,
     /// Draining, and the peer was asked to acknowledge.
     pub asked: bool,
+    /// When the peer was last asked to acknowledge overdue messages.
+    probed: Option<Instant>,
     unacked: VecDeque<Unacked<R>>,
 }
 
@@ -78,6 +80,7 @@ impl<R> Conn<R> {
             name,
             draining: false,
             asked: false,
+            probed: None,
             unacked: VecDeque::new(),
         }
     }
@@ -170,6 +173,24 @@ impl<R> Conn<R> {
     /// at once what asks for it, so a peer that does not is gone (or stopped).
     pub fn silent_since(&self, since: Instant) -> bool {
         self.unacked.front().is_some_and(|u| u.at < since)
+    }
+
+    /// Whether to ask the peer again to acknowledge: a message has waited `after` for it, and
+    /// the last ask is as old. A live peer answers at once; over a connection its end
+    /// dropped (a reset that reached only it), the ask draws a reset that breaks ours, and its
+    /// messages go again over RD instead of waiting for the peer timeout.
+    pub fn probe_due(&mut self, now: Instant, after: std::time::Duration) -> bool {
+        let overdue = self.unacked.front().is_some_and(|u| now >= u.at + after);
+        if !overdue || self.probed.is_some_and(|t| now < t + after) {
+            return false;
+        }
+        self.probed = Some(now);
+        true
+    }
+
+    /// When the oldest message still unacknowledged was sent.
+    pub fn oldest(&self) -> Option<Instant> {
+        self.unacked.front().map(|u| u.at)
     }
 
     pub fn is_settled(&self) -> bool {

@@ -58,6 +58,8 @@ pub struct PathStats {
     /// Connections closed because the peer acknowledged nothing for the peer timeout; what
     /// they carried failed.
     pub timed_out: u64,
+    /// Times a peer was asked again to acknowledge overdue messages.
+    pub probes: u64,
 }
 
 /// What became of the messages of connections that went, for the data path.
@@ -115,6 +117,10 @@ pub struct RcPaths<R> {
     next_accept: Option<Instant>,
     pub stats: PathStats,
 }
+
+/// How long a message sent over a connection may wait for its acknowledgement before the
+/// peer is asked again. A live peer acknowledges within its progress thread's wake-up.
+const PROBE_AFTER: Duration = Duration::from_millis(100);
 
 /// How often progress looks for connections waiting to be accepted.
 const ACCEPT_EVERY: Duration = Duration::from_micros(500);
@@ -592,6 +598,19 @@ impl<R> RcPaths<R> {
         v
     }
 
+    /// Peers whose connections have waited `PROBE_AFTER` for an acknowledgement: they are
+    /// to be asked again (`Conn::probe_due`).
+    pub fn overdue(&mut self, now: Instant) -> Vec<SocketAddr> {
+        let mut v = Vec::new();
+        for (&a, c) in self.conns.iter_mut() {
+            if c.probe_due(now, PROBE_AFTER) {
+                self.stats.probes += 1;
+                v.push(a);
+            }
+        }
+        v
+    }
+
     /// The peers with a connection.
     pub fn peers(&self) -> Vec<SocketAddr> {
         self.conns.keys().copied().collect()
@@ -607,7 +626,16 @@ impl<R> RcPaths<R> {
         let setups = self.setups.next_deadline();
         let policy = self.policy.poll_timeout();
         let awaiting = self.awaiting.values().min().copied();
-        [setups, policy, awaiting].into_iter().flatten().min()
+        let probe = self
+            .conns
+            .values()
+            .filter_map(Conn::oldest)
+            .min()
+            .map(|t| t + PROBE_AFTER);
+        [setups, policy, awaiting, probe]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Heap bytes of the connections and set-ups.
