@@ -277,7 +277,7 @@ def report(results, kernels, labels, cmdline, when):
             if os.environ.get("MPIRUN_DIWARP_NETNS") else
             "Two ranks are bound to the two cores; more ranks are oversubscribed and unbound."),
         *(["diwarp's mode (FI_DIWARP_MODE and the entry's other settings in scripts/transports.sh; "
-            "ud (default) = none set): " + "; ".join(modes) + "."] if modes else []),
+            "hybrid (default) = none set): " + "; ".join(modes) + "."] if modes else []),
         "",
         "| " + " | ".join(["kernel", *labels, *(f"{a} ÷ {b}" for a, b in pairs)]) + " |",
         "|---|" + "---:|" * (len(labels) + len(pairs)),

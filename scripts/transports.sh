@@ -3,7 +3,8 @@
 # ../shared/research/baselines.md, as "MPI WRAPPER-TRANSPORT [NAME=VALUE...]": the MPI, the
 # transport of scripts/mpirun-diwarp, then diwarp's settings for that entry (environment
 # variables every rank of its runs gets; scripts/mpirun-diwarp forwards FI_DIWARP_* under both MPIs).
-#   mpich-diwarp           MPICH ch4:ofi, FI_PROVIDER=diwarp, the provider's default mode (ud)
+#   mpich-diwarp           MPICH ch4:ofi, FI_PROVIDER=diwarp, the provider's default mode (hybrid)
+#   mpich-diwarp-ud        the same, FI_DIWARP_MODE=ud: every peer over datagrams
 #   mpich-diwarp-rc        the same, FI_DIWARP_MODE=rc: every peer over a TCP connection (iWARP/MPA)
 #   mpich-diwarp-hybrid    the same, FI_DIWARP_MODE=hybrid, the provider's cap (FI_DIWARP_RC_MAX 16)
 #   mpich-diwarp-hybrid4   hybrid with FI_DIWARP_RC_MAX=4
@@ -12,7 +13,8 @@
 #   mpich-tcp-rxm          MPICH, FI_PROVIDER="tcp;ofi_rxm"
 #   mpich-udp-rxd          MPICH, FI_PROVIDER="udp;ofi_rxd"
 #   ompi-btl-tcp           Open MPI, --mca pml ob1 --mca btl tcp,self
-#   ompi-diwarp            Open MPI, pml cm + mtl ofi, provider diwarp, its default mode (ud)
+#   ompi-diwarp            Open MPI, pml cm + mtl ofi, provider diwarp, its default mode (hybrid)
+#   ompi-diwarp-ud         the same, FI_DIWARP_MODE=ud
 #   ompi-diwarp-rc         the same, FI_DIWARP_MODE=rc
 #   ompi-diwarp-hybrid     the same, FI_DIWARP_MODE=hybrid
 #   ompi-mtl-ofi-tcp       Open MPI, pml cm + mtl ofi, "tcp;ofi_rxm" (libfabric 1.17)
@@ -23,6 +25,7 @@
 # shell has FI_DIWARP_MODE=rc). Other FI_DIWARP_* settings of the caller reach every diwarp run.
 declare -A tdef=(
   [mpich-diwarp]="mpich diwarp"
+  [mpich-diwarp-ud]="mpich diwarp FI_DIWARP_MODE=ud"
   [mpich-diwarp-rc]="mpich diwarp FI_DIWARP_MODE=rc"
   [mpich-diwarp-hybrid]="mpich diwarp FI_DIWARP_MODE=hybrid"
   [mpich-diwarp-hybrid4]="mpich diwarp FI_DIWARP_MODE=hybrid FI_DIWARP_RC_MAX=4"
@@ -32,6 +35,7 @@ declare -A tdef=(
   [mpich-udp-rxd]="mpich udp-rxd"
   [ompi-btl-tcp]="openmpi ompi-tcp"
   [ompi-diwarp]="openmpi diwarp"
+  [ompi-diwarp-ud]="openmpi diwarp FI_DIWARP_MODE=ud"
   [ompi-diwarp-rc]="openmpi diwarp FI_DIWARP_MODE=rc"
   [ompi-diwarp-hybrid]="openmpi diwarp FI_DIWARP_MODE=hybrid"
   [ompi-mtl-ofi-tcp]="openmpi tcp"
@@ -60,7 +64,7 @@ transport_settings() { # NAME=VALUE, one a line (none for most)
 }
 transport_is_diwarp() { [ "$(transport_wrapper "$1")" = diwarp ]; }
 
-# diwarp's settings of transport $1 in words, for tables and plot legends: "ud (default)",
+# diwarp's settings of transport $1 in words, for tables and plot legends: "hybrid (default)",
 # "rc", "hybrid", "hybrid, RC_MAX=4"; empty for a transport that is not diwarp.
 transport_mode() {
   transport_is_diwarp "$1" || return 0
@@ -73,7 +77,7 @@ transport_mode() {
     esac
   done < <(transport_settings "$1")
   local IFS=' '
-  echo "${mode:-ud (default)}${rest:+, ${rest[*]}}"
+  echo "${mode:-hybrid (default)}${rest:+, ${rest[*]}}"
 }
 
 # The command that launches a run of transport $1, one word a line, for `mapfile -t`; the caller

@@ -130,7 +130,7 @@ pub const PARAMS: &[ParamSpec] = &[
                over MPA), set up on first use, no cap. hybrid: datagrams for all, and a TCP \
                connection for each of the peers this rank talks to most, up to \
                FI_DIWARP_RC_MAX; a connection idle for FI_DIWARP_RC_IDLE_MS closes. \
-               Ranks in different modes still talk: over datagrams (default: ud)",
+               Ranks in different modes still talk: over datagrams (default: hybrid)",
     },
     ParamSpec {
         name: RC_MAX,
@@ -506,8 +506,10 @@ mod tests {
         assert_eq!(p.idle_limit, Duration::from_millis(300));
         for bad in ["tcp", "RC "] {
             let c = Config::from_source(&Map(HashMap::from([(MODE, ParamValue::Str(bad.into()))])));
-            assert_eq!(c.promote.mode, Mode::Ud, "{bad}");
+            assert_eq!(c.promote.mode, Mode::Hybrid, "{bad}: the default");
         }
+        let c = Config::from_source(&Map(HashMap::from([(MODE, ParamValue::Str("ud".into()))])));
+        assert_eq!(c.promote.mode, Mode::Ud);
         let c = Config::from_source(&Map(HashMap::from([(MODE, ParamValue::Str("rc".into()))])));
         assert_eq!(c.promote.mode, Mode::Rc);
     }

@@ -61,7 +61,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            mode: Mode::Ud,
+            mode: Mode::Hybrid,
             cap: 16,
             promote_messages: 64.0,
             promote_bytes: 4.0 * 1024.0 * 1024.0,

@@ -26,7 +26,10 @@ fn drain(p: &mut Policy) -> Vec<Decision> {
 #[test]
 fn ud_mode_never_promotes_and_refuses_requests() {
     let t = Instant::now();
-    let mut p = Policy::new(Config::default());
+    let mut p = Policy::new(Config {
+        mode: Mode::Ud,
+        ..Config::default()
+    });
     for i in 0..1000 {
         p.traffic(t + Duration::from_micros(i), 1, 1 << 20, true);
     }
