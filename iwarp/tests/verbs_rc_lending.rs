@@ -51,6 +51,19 @@ fn rc_pair(markers: bool, crc: bool) -> (QueuePair, QueuePair) {
     (client, server.join().unwrap())
 }
 
+/// Polls `a` and `b` (receiver mode) until `n` messages arrived at `b`, within 30 s.
+fn collect(a: &mut QueuePair, b: &mut QueuePair, n: usize) -> Collect {
+    let mut r = Collect::default();
+    let mut wcs = vec![];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while r.got.len() < n {
+        let _ = a.poll_cq(&mut wcs, 16);
+        b.poll_cq_with(&mut r, &mut wcs, 16).unwrap();
+        assert!(Instant::now() < deadline, "{} of {n} arrived", r.got.len());
+    }
+    r
+}
+
 fn run(markers: bool, crc: bool) {
     let (mut a, mut b) = rc_pair(markers, crc);
     let sizes = [0, 1, 100, 65_000, 65_517, 65_518, 200_000, 3];
@@ -64,19 +77,7 @@ fn run(markers: bool, crc: bool) {
         })
         .unwrap();
     }
-    let mut r = Collect::default();
-    let (mut wcs, mut sent) = (vec![], 0);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while r.got.len() < sizes.len() || sent < sizes.len() {
-        sent += a.poll_cq(&mut wcs, 16).unwrap();
-        b.poll_cq_with(&mut r, &mut wcs, 16).unwrap();
-        assert!(
-            Instant::now() < deadline,
-            "{} of {} arrived",
-            r.got.len(),
-            sizes.len()
-        );
-    }
+    let r = collect(&mut a, &mut b, sizes.len());
     let peer = b.peer_addr().unwrap();
     for (i, (&n, (src, got))) in sizes.iter().zip(&r.got).enumerate() {
         assert_eq!(*src, peer);
@@ -144,18 +145,7 @@ fn prefixed_sends_arrive_whole_while_the_kernel_is_full() {
             a.post_send_prefixed(wr, &prefix).unwrap();
             let _ = a.poll_cq(&mut wcs, 16);
         }
-        let mut r = Collect::default();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while r.got.len() < sizes.len() {
-            let _ = a.poll_cq(&mut wcs, 16);
-            b.poll_cq_with(&mut r, &mut wcs, 16).unwrap();
-            assert!(
-                Instant::now() < deadline,
-                "{} of {} arrived",
-                r.got.len(),
-                sizes.len()
-            );
-        }
+        let r = collect(&mut a, &mut b, sizes.len());
         for (i, (&n, (_, got))) in sizes.iter().zip(&r.got).enumerate() {
             let mut want = pattern(20 + i % 13, 200);
             want.extend_from_slice(&pattern(n, i as u8));

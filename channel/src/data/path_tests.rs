@@ -272,11 +272,8 @@ fn fails_within(s: &Side, within: Duration) -> crate::cq::CompletionError {
     }
 }
 
-/// A peer that stops answering (its process stopped: no progress at all) fails what waits
-/// on it over its connection with FI_EIO, within the peer timeout and not long after.
-#[test]
-fn a_silent_peer_fails_sends_over_its_connection_within_the_peer_timeout() {
-    let limit = Duration::from_millis(300);
+/// A pair in rc mode with a peer timeout of `limit`, connected.
+fn connected_with_peer_timeout(limit: Duration) -> (Side, Side) {
     let (a, b) = pair_with(Config {
         promote: rc_mode(),
         peer_timeout: limit,
@@ -284,6 +281,15 @@ fn a_silent_peer_fails_sends_over_its_connection_within_the_peer_timeout() {
     });
     one(&a, &b, 1, 10);
     wait_connections(&a, &b, 1);
+    (a, b)
+}
+
+/// A peer that stops answering (its process stopped: no progress at all) fails what waits
+/// on it over its connection with FI_EIO, within the peer timeout and not long after.
+#[test]
+fn a_silent_peer_fails_sends_over_its_connection_within_the_peer_timeout() {
+    let limit = Duration::from_millis(300);
+    let (a, b) = connected_with_peer_timeout(limit);
     b.ep.stop_progress_thread();
     let started = Instant::now();
     send_waiting(&a, 2, 100, 9);
@@ -305,13 +311,7 @@ fn a_silent_peer_fails_sends_over_its_connection_within_the_peer_timeout() {
 #[test]
 fn a_peer_that_goes_away_fails_a_rendezvous_over_its_connection() {
     let limit = Duration::from_millis(300);
-    let (a, b) = pair_with(Config {
-        promote: rc_mode(),
-        peer_timeout: limit,
-        ..Config::default()
-    });
-    one(&a, &b, 1, 10);
-    wait_connections(&a, &b, 1);
+    let (a, b) = connected_with_peer_timeout(limit);
     // B never posts the receive: the send waits for its answer.
     send(&a, 1, Kind::Tagged, 9, pattern(1 << 20, 7), 5);
     let until = Instant::now() + 3 * limit;

@@ -553,18 +553,27 @@ impl RcPath {
     fn receive_lending(&mut self, recv: &mut dyn RdReceiver) -> Result<(), VerbsError> {
         for _ in 0..READS_PER_POLL {
             self.lend_decoded(recv)?;
-            let n = match self.decoder.read_from(&mut self.stream, READ_CHUNK) {
-                Ok(0) => return Err(VerbsError::PeerClosed),
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e.into()),
+            let Some(n) = self.read_more()? else {
+                return Ok(());
             };
             if n < READ_CHUNK {
                 return self.lend_decoded(recv);
             }
         }
         self.lend_decoded(recv)
+    }
+
+    /// Reads what the socket holds into the decoder: how many bytes, `None` if nothing.
+    fn read_more(&mut self) -> Result<Option<usize>, VerbsError> {
+        loop {
+            match self.decoder.read_from(&mut self.stream, READ_CHUNK) {
+                Ok(0) => return Err(VerbsError::PeerClosed),
+                Ok(n) => return Ok(Some(n)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     fn lend_decoded(&mut self, recv: &mut dyn RdReceiver) -> Result<(), VerbsError> {
@@ -601,12 +610,8 @@ impl RcPath {
             if self.rx.is_none() && q.rq.is_empty() {
                 return Ok(());
             }
-            let n = match self.decoder.read_from(&mut self.stream, READ_CHUNK) {
-                Ok(0) => return Err(VerbsError::PeerClosed),
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e.into()),
+            let Some(n) = self.read_more()? else {
+                return Ok(());
             };
             if n < READ_CHUNK {
                 // The socket is most likely empty: skip the read that would say so.
