@@ -328,6 +328,7 @@ impl<R> RcPaths<R> {
                         continue;
                     };
                     let answer = self.answer(now, &pd, resend);
+                    diag!(Debug, EpCtrl, "RC request answered: {answer:?}");
                     let p = &mut self.setups.list[i];
                     p.answered = true;
                     match answer {
@@ -425,12 +426,20 @@ impl<R> RcPaths<R> {
             }
         };
         if self.conns.contains_key(&addr) {
+            diag!(Debug, EpCtrl, "RC connection to {addr} replaced");
             self.drop_conn(now, addr, resend);
         }
         if !self.policy.connected(now, id) {
+            diag!(Debug, EpCtrl, "RC connection to {addr} up but not kept");
             return; // dropped: the peer sees it close
         }
-        diag!(Debug, EpCtrl, "RC connection to {addr} up");
+        diag!(
+            Debug,
+            EpCtrl,
+            "RC connection to {addr} up (initiator {}, local {:?})",
+            p.initiator,
+            qp.local_addr()
+        );
         self.stats.connected += 1;
         self.insert(addr, Conn::new(qp, expected));
         self.stats.open_peak = self.stats.open_peak.max(self.conns.len() as u64);
@@ -449,6 +458,12 @@ impl<R> RcPaths<R> {
             VerbsError::Rejected { private_data } if p.initiator => Reason::decode(private_data),
             _ => None,
         };
+        diag!(
+            Debug,
+            EpCtrl,
+            "RC set-up with {addr} failed: {e} (initiator {})",
+            p.initiator
+        );
         match reason {
             Some(Reason::Lost) => {
                 // Its connection to us wins: the slot waits for it.

@@ -60,6 +60,8 @@ struct Peer {
     acked: u32,
     /// It asked for an acknowledgement that no message has carried yet.
     owed: bool,
+    /// It is in the list of peers owed one (`Peers::owing`).
+    listed: bool,
     rx: Reorder,
 }
 
@@ -70,6 +72,7 @@ impl Peer {
             tx_next: FIRST,
             acked: FIRST.wrapping_sub(1),
             owed: false,
+            listed: false,
             rx: Reorder::default(),
         }
     }
@@ -161,7 +164,12 @@ impl Peers {
     /// emptied.
     pub fn take_owing(&mut self) -> Vec<SocketAddr> {
         let mut owing = std::mem::take(&mut self.owing);
-        owing.retain(|a| self.map.get(a).is_some_and(|p| p.owed));
+        owing.retain(|a| {
+            self.map.get_mut(a).is_some_and(|p| {
+                p.listed = false;
+                p.owed
+            })
+        });
         owing
     }
 
@@ -194,10 +202,14 @@ impl Peers {
         if covers(h.ack, peer.acked) && covers(peer.tx_next.wrapping_sub(1), h.ack) {
             peer.acked = h.ack;
         }
-        let newly_owed = h.flags & header::ACK_NOW != 0 && !peer.owed;
-        peer.owed |= newly_owed;
+        // Listed again whenever it asks: an acknowledgement owed while no path could carry
+        // it (its connection had just gone) is owed still, and a later ask must reach the list.
+        let ask = h.flags & header::ACK_NOW != 0;
+        peer.owed |= ask;
+        let list = ask && !peer.listed;
+        peer.listed |= list;
         let turn = peer.rx.turn(h.seq);
-        if newly_owed {
+        if list {
             self.owing.push(src);
         }
         if h.flags & header::ACK_ONLY != 0 {
@@ -332,6 +344,15 @@ mod tests {
             a.arrive(b_addr, &h.encode());
             assert_eq!(a.acked(b_addr), Some(3), "ack {bogus}");
         }
+        // Owed, taken off the list, and not paid (no path could carry it): a later ask lists
+        // the peer again.
+        let ask = a.ack_only(b_addr, true).encode();
+        b.arrive(a_addr, &ask);
+        assert_eq!(b.take_owing(), vec![a_addr]);
+        assert!(b.owes(a_addr));
+        b.arrive(a_addr, &ask);
+        assert_eq!(b.take_owing(), vec![a_addr], "asked again: listed again");
+        let _ = b.ack_only(a_addr, false);
         // A message asking for an ACK and answered by one of ours clears the debt.
         let m = a.stamp(b_addr, true).encode();
         b.arrive(a_addr, &m);
