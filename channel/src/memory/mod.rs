@@ -58,6 +58,8 @@ pub fn charge(d: &Memory, shared: &Shared) -> Sample {
     // Lent chunks sit in the engine's flight once sent, in the send queue before.
     let lent_in_flight = d.lent.min(qp.retransmit);
     let lent_queued = (d.lent - lent_in_flight).min(qp.send_queue);
+    // The rest of the lent bytes are kept by RC connections until acknowledged.
+    let lent_on_rc = (d.lent - lent_in_flight - lent_queued).min(d.connections);
     let mut s = Sample::default();
     s.charge(
         Account::PeerState,
@@ -105,7 +107,7 @@ pub fn charge(d: &Memory, shared: &Shared) -> Sample {
     .charge(Account::FaultLayer, Usage::bytes(qp.faults))
     .charge(
         Account::Connections,
-        Usage::per_peer(d.connections, d.connections_open),
+        Usage::per_peer(d.connections - lent_on_rc, d.connections_open),
     );
     s
 }

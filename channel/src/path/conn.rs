@@ -204,9 +204,12 @@ impl<R> Conn<R> {
         (to, std::mem::take(&mut self.unacked))
     }
 
-    /// Heap bytes: the queue pair's buffers and the list (the messages' bytes are the copies
-    /// the send-buffer account holds, or the application's).
+    /// Heap bytes: the queue pair's buffers, the list and the messages' bytes it keeps (the
+    /// application's own, lent rendezvous chunks, among them: the caller takes those off).
     pub fn memory(&self) -> usize {
-        self.qp.memory_bytes() + self.unacked.capacity() * std::mem::size_of::<Unacked<R>>()
+        self.qp.memory_bytes()
+            + self.qp.work_queue_bytes()
+            + self.unacked.capacity() * std::mem::size_of::<Unacked<R>>()
+            + self.unacked.iter().map(|u| u.data.len()).sum::<usize>()
     }
 }
