@@ -247,6 +247,10 @@ impl<R> RcPaths<R> {
 
     /// The open connection to `addr`, if it has one with room.
     pub fn route(&mut self, addr: SocketAddr) -> Option<&mut Conn<R>> {
+        // Every message asks: without connections, no hashing.
+        if self.conns.is_empty() {
+            return None;
+        }
         self.conns.get_mut(&addr).filter(|c| c.open())
     }
 
@@ -254,9 +258,6 @@ impl<R> RcPaths<R> {
     /// lending their arrivals to `rx`. What connections that went carried goes to `gone`.
     pub fn progress(&mut self, now: Instant, rx: &mut dyn RdReceiver, gone: &mut Gone<R>) {
         let resend = &mut gone.resend;
-        if !self.enabled() && self.conns.is_empty() {
-            return;
-        }
         self.accept(now);
         self.drive_setups(now, resend);
         self.decide(now);
@@ -679,10 +680,5 @@ impl<R> RcPaths<R> {
         for c in self.conns.values_mut() {
             c.qp.set_error();
         }
-    }
-
-    /// How long a set-up may take.
-    pub fn connect_timeout(&self) -> Duration {
-        self.setups.timeout()
     }
 }

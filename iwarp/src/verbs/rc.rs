@@ -113,6 +113,19 @@ impl TxBuffer {
         self.pos == self.buf.len() && self.pending.is_empty()
     }
 
+    /// Appends what of `iov` the kernel did not take (past its first `written` bytes).
+    fn keep_unwritten(&mut self, iov: &[IoSlice<'_>], written: usize) {
+        let mut skip = written;
+        for s in iov {
+            if skip >= s.len() {
+                skip -= s.len();
+                continue;
+            }
+            self.buf.extend_from_slice(&s[skip..]);
+            skip = 0;
+        }
+    }
+
     /// Whether earlier sends wait in the buffer or in the list (the last entry of `pending`
     /// being the send about to go).
     fn is_queued(&self) -> bool {
@@ -362,15 +375,7 @@ impl RcPath {
             return Ok(());
         }
         // The kernel is full: keep the rest ourselves.
-        let mut skip = written;
-        for s in &iov {
-            if skip >= s.len() {
-                skip -= s.len();
-                continue;
-            }
-            self.tx.buf.extend_from_slice(&s[skip..]);
-            skip = 0;
-        }
+        self.tx.keep_unwritten(&iov, written);
         self.tx.queued += (total - written) as u64;
         if let Some(p) = self.tx.pending.back_mut() {
             p.end = self.tx.queued;
@@ -437,15 +442,7 @@ impl RcPath {
             if written < total {
                 // The kernel is full: keep the rest ourselves, in stream order.
                 let start = self.tx.buf.len();
-                let mut skip = written;
-                for s in iov {
-                    if skip >= s.len() {
-                        skip -= s.len();
-                        continue;
-                    }
-                    self.tx.buf.extend_from_slice(&s[skip..]);
-                    skip = 0;
-                }
+                self.tx.keep_unwritten(iov, written);
                 let mut header = [0u8; UNTAGGED_HEADER_LEN];
                 for (seg, payload) in segs {
                     let hl = seg.emit(&mut header)?;

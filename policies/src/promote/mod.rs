@@ -360,7 +360,9 @@ impl Policy {
     /// while hot peers wait, an RC peer passing the hysteresis.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let c = &self.config;
-        if c.mode != Mode::Hybrid {
+        // Asked on every progress pass: without a slot in use nothing idles, and without a
+        // waiting peer nothing is rechecked.
+        if c.mode != Mode::Hybrid || (self.used == 0 && self.waiting.is_empty()) {
             return None;
         }
         let idle = self
