@@ -19,6 +19,33 @@ pub struct ParamSpec {
     pub name: &'static str,
     pub kind: ParamKind,
     pub help: &'static str,
+    pub default: ParamDefault,
+}
+
+/// A parameter's value when it is not set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamDefault {
+    /// A value, spelled as the environment variable would be (a test checks that the provider
+    /// takes it for its default).
+    Value(&'static str),
+    /// Chosen at run time; how, in words.
+    Derived(&'static str),
+}
+
+impl ParamSpec {
+    /// `FI_DIWARP_<NAME>`.
+    pub fn env_name(&self) -> String {
+        format!("FI_DIWARP_{}", self.name.to_uppercase())
+    }
+
+    /// The help text with the default, as `fi_info -e` and the man page show it.
+    pub fn help_with_default(&self) -> String {
+        match self.default {
+            ParamDefault::Value(v) | ParamDefault::Derived(v) => {
+                format!("{} (default: {v})", self.help)
+            }
+        }
+    }
 }
 
 pub const IFACE: &str = "iface";
@@ -44,26 +71,29 @@ pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: IFACE,
         kind: ParamKind::Str,
-        help: "Network interface name or IP address the endpoint's UDP socket binds to \
-               (default: the first interface that is up and not loopback, else 127.0.0.1)",
+        help: "Network interface name or IP address the endpoint's UDP socket binds to",
+        default: ParamDefault::Derived("the first interface that is up and not loopback, else 127.0.0.1"),
     },
     ParamSpec {
         name: EAGER_SIZE,
         kind: ParamKind::Size,
         help: "Largest message sent eagerly; larger ones use rendezvous, placed directly \
-               into the posted receive buffer (default: 32768)",
+               into the posted receive buffer",
+        default: ParamDefault::Value("32768"),
     },
     ParamSpec {
         name: LINGER_MS,
         kind: ParamKind::Int,
         help: "How long closing an endpoint waits for its sent data to be acknowledged, \
-               in milliseconds (default: 2000)",
+               in milliseconds",
+        default: ParamDefault::Value("2000"),
     },
     ParamSpec {
         name: PEER_TIMEOUT_MS,
         kind: ParamKind::Int,
         help: "A peer that stays silent this long fails its pending operations instead of \
-               hanging, in milliseconds (default: 30000)",
+               hanging, in milliseconds",
+        default: ParamDefault::Value("30000"),
     },
     ParamSpec {
         name: MEM_REPORT,
@@ -71,6 +101,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Write this rank's memory report (one JSON object per line: the ledger's \
                accounts, /proc, heap, kernel socket memory, every counter) at finalize to this \
                path ('-' for stderr, '%p' becomes the process id); unset: no report",
+        default: ParamDefault::Derived("unset: no report"),
     },
     ParamSpec {
         name: MEM_BUDGET,
@@ -78,31 +109,33 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Bounds what traffic grows the endpoint's memory by: copied sends held for the \
                peers up to this many bytes (past it a send answers FI_EAGAIN), and a further \
                quarter of it for pushed chunks held for unexpected messages and an eighth for \
-               spare send buffers (default: 67108864; at least 4194304)",
+               spare send buffers (at least 4194304)",
+        default: ParamDefault::Value("67108864"),
     },
     ParamSpec {
         name: MEM_REPORT_MS,
         kind: ParamKind::Int,
         help: "With FI_DIWARP_MEM_REPORT, also write a report every this many milliseconds \
-               while running (default: 0, at finalize only)",
+               while running (0: at finalize only)",
+        default: ParamDefault::Value("0"),
     },
     ParamSpec {
         name: CRC,
         kind: ParamKind::Bool,
         help: "Ask for a CRC32c on every datagram (datagram-iWARP's trailer). Two ranks use \
-               it both ways if either asks (MPA's rule). Default: asked of ranks on other \
-               hosts, not of ranks on this one, whose datagrams the kernel copies from memory \
-               to memory (it checksums neither UDP nor TCP on loopback). 1: asked of every \
-               rank. 0: asked of none, which leaves integrity to the UDP checksum and the \
+               it both ways if either asks (MPA's rule). Unset, it is not asked of ranks on \
+               this host, whose datagrams the kernel copies from memory to memory (it \
+               checksums neither UDP nor TCP on loopback). 1: asked of every rank. 0: asked of none, which leaves integrity to the UDP checksum and the \
                link's, and saves a pass over every byte at each end",
+        default: ParamDefault::Derived("asked of ranks on other hosts, not of ranks on this one"),
     },
     ParamSpec {
         name: DATAGRAM_SIZE,
         kind: ParamKind::Size,
-        help: "Largest UDP datagram in bytes, 512 to 65507 (default: what the interface's \
-               MTU carries unfragmented, 1472 on Ethernet, 65507 on loopback; runs of \
-               datagrams go through the kernel in one call with UDP GSO/GRO). Above the MTU \
+        help: "Largest UDP datagram in bytes, 512 to 65507 (runs of datagrams go \
+               through the kernel in one call with UDP GSO/GRO). Above the MTU \
                the kernel sends IP fragments",
+        default: ParamDefault::Derived("what the interface's MTU carries unfragmented: 1472 on Ethernet, 65507 on loopback"),
     },
     ParamSpec {
         name: CONNECTED_PEERS,
@@ -111,7 +144,8 @@ pub const PARAMS: &[ParamSpec] = &[
                this endpoint sends them: the kernel keeps their route instead of looking it \
                up per datagram (about 0.4 us per small message on loopback). Each costs a \
                file descriptor; later peers share the endpoint's socket, which also \
-               receives everything (default: 64; 0: none)",
+               receives everything (0: none)",
+        default: ParamDefault::Value("64"),
     },
     ParamSpec {
         name: PUSH_SIZE,
@@ -120,7 +154,8 @@ pub const PARAMS: &[ParamSpec] = &[
                receiver answers: a posted receive takes them at once, and an unexpected \
                message's are held (up to 16 MiB per endpoint, else dropped and sent again \
                after the answer). Saves a round trip per message above the eager size \
-               (default: 245760, four 60 KiB chunks; 0: wait for the answer)",
+               (four 60 KiB chunks by default; 0: wait for the answer)",
+        default: ParamDefault::Value("245760"),
     },
     ParamSpec {
         name: MODE,
@@ -130,44 +165,50 @@ pub const PARAMS: &[ParamSpec] = &[
                over MPA), set up on first use, no cap. hybrid: datagrams for all, and a TCP \
                connection for each of the peers this rank talks to most, up to \
                FI_DIWARP_RC_MAX; a connection idle for FI_DIWARP_RC_IDLE_MS closes. \
-               Ranks in different modes still talk: over datagrams (default: hybrid)",
+               Ranks in different modes still talk: over datagrams",
+        default: ParamDefault::Value("hybrid"),
     },
     ParamSpec {
         name: RC_MAX,
         kind: ParamKind::Size,
         help: "hybrid: TCP connections per rank at most, those being set up or closed \
-               included; a rank at its cap refuses more, and the peer stays on datagrams \
-               (default: 16)",
+               included; a rank at its cap refuses more, and the peer stays on datagrams",
+        default: ParamDefault::Value("16"),
     },
     ParamSpec {
         name: RC_MESSAGES,
         kind: ParamKind::Int,
         help: "hybrid: a peer gets a connection when its recent traffic reaches this many \
                messages (sent and received, counts halving every FI_DIWARP_RC_HALF_LIFE_MS; a \
-               rendezvous message counts 8) or FI_DIWARP_RC_BYTES bytes (default: 64)",
+               rendezvous message counts 8) or FI_DIWARP_RC_BYTES bytes",
+        default: ParamDefault::Value("64"),
     },
     ParamSpec {
         name: RC_BYTES,
         kind: ParamKind::Size,
         help: "hybrid: a peer gets a connection when its recent traffic reaches this many \
-               bytes (default: 4194304)",
+               bytes",
+        default: ParamDefault::Value("4194304"),
     },
     ParamSpec {
         name: RC_HALF_LIFE_MS,
         kind: ParamKind::Int,
-        help: "hybrid: recent traffic counts halve every this many milliseconds (default: 200)",
+        help: "hybrid: recent traffic counts halve every this many milliseconds",
+        default: ParamDefault::Value("200"),
     },
     ParamSpec {
         name: RC_HYSTERESIS_MS,
         kind: ParamKind::Int,
         help: "hybrid: a connected peer is not demoted for a hotter one before it has been \
-               connected and idle this many milliseconds (default: 100)",
+               connected and idle this many milliseconds",
+        default: ParamDefault::Value("100"),
     },
     ParamSpec {
         name: RC_IDLE_MS,
         kind: ParamKind::Int,
         help: "hybrid: a connection idle this many milliseconds closes, and its peer goes \
-               back to datagrams (default: 2000)",
+               back to datagrams",
+        default: ParamDefault::Value("2000"),
     },
 ];
 
@@ -179,10 +220,47 @@ pub enum ParamValue {
     Size(usize),
 }
 
-/// Where parameter values come from: libfabric's `fi_param_get` in the provider, a map in tests.
+impl ParamValue {
+    /// `s` read as libfabric reads a parameter of `kind` from the environment: integers in
+    /// decimal or `0x` hex, booleans as 0/1, yes/no, true/false, on/off. `None`: not a `kind`.
+    pub fn parse(kind: ParamKind, s: &str) -> Option<ParamValue> {
+        let t = s.trim();
+        let int = || match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(hex) => i128::from_str_radix(hex, 16).ok(),
+            None => t.parse::<i128>().ok(),
+        };
+        match kind {
+            ParamKind::Str => Some(ParamValue::Str(s.to_owned())),
+            ParamKind::Int => int()
+                .and_then(|v| i32::try_from(v).ok())
+                .map(|v| ParamValue::Int(v.into())),
+            ParamKind::Size => int()
+                .and_then(|v| usize::try_from(v).ok())
+                .map(ParamValue::Size),
+            ParamKind::Bool => match t.to_ascii_lowercase().as_str() {
+                "1" | "yes" | "true" | "on" => Some(ParamValue::Bool(true)),
+                "0" | "no" | "false" | "off" => Some(ParamValue::Bool(false)),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Where parameter values come from: libfabric's `fi_param_get` in the provider, the
+/// environment for the `diwarp` command, a map in tests.
 pub trait ParamSource {
     /// The value of a parameter that is set, or `None` if it is unset.
     fn get(&self, spec: &ParamSpec) -> Option<ParamValue>;
+}
+
+/// The process environment, read as libfabric reads it (for tools outside the provider).
+pub struct EnvParams;
+
+impl ParamSource for EnvParams {
+    fn get(&self, spec: &ParamSpec) -> Option<ParamValue> {
+        let raw = std::env::var(spec.env_name()).ok()?;
+        ParamValue::parse(spec.kind, &raw)
+    }
 }
 
 /// The provider's settings, validated; out-of-range values fall back to the default with a warning.
@@ -512,6 +590,35 @@ mod tests {
         assert_eq!(c.promote.mode, Mode::Ud);
         let c = Config::from_source(&Map(HashMap::from([(MODE, ParamValue::Str("rc".into()))])));
         assert_eq!(c.promote.mode, Mode::Rc);
+    }
+
+    #[test]
+    fn stated_defaults_are_the_defaults() {
+        for p in PARAMS {
+            if let ParamDefault::Value(v) = p.default {
+                let value = ParamValue::parse(p.kind, v).expect(p.name);
+                let c = Config::from_source(&Map(HashMap::from([(p.name, value)])));
+                assert_eq!(c, Config::default(), "{}={v}", p.env_name());
+            }
+        }
+    }
+
+    #[test]
+    fn values_parse_as_libfabric_reads_them() {
+        use ParamValue as V;
+        assert_eq!(V::parse(ParamKind::Size, " 0x10 "), Some(V::Size(16)));
+        assert_eq!(V::parse(ParamKind::Size, "-1"), None);
+        assert_eq!(V::parse(ParamKind::Int, "-1"), Some(V::Int(-1)));
+        assert_eq!(V::parse(ParamKind::Int, "1e3"), None);
+        assert_eq!(
+            V::parse(ParamKind::Int, "4294967296"),
+            None,
+            "beyond C's int"
+        );
+        assert_eq!(V::parse(ParamKind::Bool, "Off"), Some(V::Bool(false)));
+        assert_eq!(V::parse(ParamKind::Bool, "yes"), Some(V::Bool(true)));
+        assert_eq!(V::parse(ParamKind::Bool, "2"), None);
+        assert_eq!(V::parse(ParamKind::Str, " lo"), Some(V::Str(" lo".into())));
     }
 
     #[test]

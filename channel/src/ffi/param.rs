@@ -20,7 +20,8 @@ fn kind(k: ParamKind) -> sys::fi_param_type {
 /// Registers every parameter, so `fi_info -e` lists them and `fi_param_get` finds them.
 pub(super) fn define_all() {
     for p in PARAMS {
-        let (Ok(name), Ok(help)) = (CString::new(p.name), CString::new(p.help)) else {
+        let (Ok(name), Ok(help)) = (CString::new(p.name), CString::new(p.help_with_default()))
+        else {
             continue;
         };
         // SAFETY: the core copies both strings; "%s" consumes the one argument.

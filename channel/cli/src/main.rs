@@ -1,0 +1,60 @@
+//! `diwarp`: runs MPI programs over the diwarp libfabric provider (or over a peer transport, to
+//! compare), says which provider it would load and how its parameters are set, and prints the
+//! provider's man page.
+
+mod info;
+mod launch;
+mod man;
+mod mpiexec;
+mod procs;
+mod provider;
+mod run;
+mod shell;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "diwarp",
+    version,
+    about = "MPI over diwarp, datagram-iWARP for commodity Ethernet (libfabric provider libdiwarp-fi.so)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run an MPI program over diwarp (or a peer transport) under a timeout that kills every rank.
+    Run(run::RunArgs),
+    /// The provider this command would load and every FI_DIWARP_* parameter: default, value, source.
+    Info(info::InfoArgs),
+    /// Print the provider's man page, fi_diwarp(7), in roff.
+    Man,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Run(args) => run::main(args),
+        Cmd::Info(args) => info::main(&args),
+        Cmd::Man => {
+            print(&man::page());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Writes `text` to stdout; a reader that went away (`| head`) ends the output quietly.
+fn print(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("diwarp: writing to stdout: {e}");
+        }
+    }
+}

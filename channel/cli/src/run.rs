@@ -1,0 +1,244 @@
+//! `diwarp run`: one MPI launch under a timeout after which no process of the run survives.
+//!
+//! The launcher leads a session of its own (`setsid`) and every process started for the run
+//! carries a run id in its environment. On timeout, on SIGINT/SIGTERM/SIGHUP, and after the
+//! launcher exits, every process of that session, every descendant of the launcher and every
+//! process carrying the run id is ended ([`crate::procs`]). Exit status: the launcher's, 124 on
+//! timeout, 128 + the signal when interrupted, 2 on usage errors.
+
+use std::io::IsTerminal;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::sleep;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+
+use crate::launch::{self, Hosts, Mode, Mpi, Transport, RUN_ID_VAR};
+use crate::{mpiexec, procs, provider, shell};
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The MPI whose launcher starts the ranks.
+    #[arg(long, value_enum, env = "MPIRUN_DIWARP_MPI", default_value = "mpich")]
+    mpi: Mpi,
+    /// diwarp, or a peer transport to compare with.
+    #[arg(
+        long,
+        value_enum,
+        env = "MPIRUN_DIWARP_TRANSPORT",
+        default_value = "diwarp"
+    )]
+    transport: Transport,
+    /// diwarp's paths (FI_DIWARP_MODE); default: the caller's FI_DIWARP_MODE, else the
+    /// provider's (hybrid). Every FI_DIWARP_* variable set by the caller reaches the ranks.
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
+    /// Number of ranks (oversubscribed when more than the cores).
+    #[arg(short = 'n', long = "np", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    np: u32,
+    /// Seconds before every process of the run is killed (exit status 124).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+    /// The directory of libdiwarp-fi.so (default: installed beside this command, or the
+    /// build tree's).
+    #[arg(long, env = "DIWARP_PROVIDER_DIR")]
+    provider_dir: Option<PathBuf>,
+    /// An extra launcher argument (repeatable), e.g. --mpi-arg=-genv --mpi-arg=FOO=1.
+    #[arg(long = "mpi-arg", allow_hyphen_values = true)]
+    mpi_arg: Vec<String>,
+    /// Several hosts on one machine: network namespaces, each named by its first global IPv4
+    /// address; ranks go round-robin over them. Needs the checkout's scripts/netns-launch.
+    #[arg(long, env = "MPIRUN_DIWARP_NETNS", value_delimiter = ',')]
+    netns: Vec<String>,
+    /// Print the environment and command; run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the environment and command to stderr, then run.
+    #[arg(short, long)]
+    verbose: bool,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    program: Vec<String>,
+}
+
+fn usage(msg: &str) -> ExitCode {
+    eprintln!("diwarp run: {msg}");
+    ExitCode::from(2)
+}
+
+/// The first global IPv4 address of namespace `ns`.
+fn netns_addr(ns: &str) -> Option<String> {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-4", "-o", "addr", "show", "scope", "global"])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = text.lines().next()?.split_whitespace().nth(3)?;
+    Some(field.split('/').next()?.to_owned())
+}
+
+fn hosts(namespaces: &[String]) -> Result<Option<Hosts>, String> {
+    if namespaces.is_empty() {
+        return Ok(None);
+    }
+    let agent = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/netns-launch"
+    ));
+    if !agent.is_file() {
+        return Err(format!(
+            "--netns needs {}, the checkout's ssh stand-in",
+            agent.display()
+        ));
+    }
+    let mut addrs = Vec::new();
+    for ns in namespaces {
+        addrs.push(netns_addr(ns).ok_or_else(|| {
+            format!("network namespace '{ns}' does not exist or has no global IPv4 address")
+        })?);
+    }
+    Ok(Some(Hosts {
+        namespaces: namespaces.to_vec(),
+        addrs,
+        agent,
+    }))
+}
+
+pub fn main(a: RunArgs) -> ExitCode {
+    let hosts = match hosts(&a.netns) {
+        Ok(h) => h,
+        Err(e) => return usage(&e),
+    };
+    let mpiexec = match mpiexec::find(a.mpi) {
+        Ok(p) => p,
+        Err(e) => return usage(&e),
+    };
+    let provider = if a.transport == Transport::Diwarp {
+        match provider::locate(a.provider_dir.as_deref()) {
+            Ok(f) => Some(f.dir),
+            Err(e) => return usage(&e),
+        }
+    } else {
+        None
+    };
+    let caller: Vec<(String, String)> = std::env::vars().collect();
+    let req = launch::Request {
+        mpi: a.mpi,
+        transport: a.transport,
+        mode: a.mode,
+        np: a.np,
+        mpiexec: &mpiexec,
+        provider_dir: provider.as_deref(),
+        hosts: hosts.as_ref(),
+        extra: &a.mpi_arg,
+        program: &a.program,
+    };
+    let plan = match launch::plan(&req, &caller) {
+        Ok(p) => p,
+        Err(e) => return usage(&e),
+    };
+    if a.dry_run || a.verbose {
+        let env: Vec<String> = plan.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        eprintln!(
+            "# timeout {} s, then every process of the run is killed\nenv {} \\\n   {}",
+            a.timeout,
+            shell::join(&env),
+            shell::join(&plan.argv)
+        );
+        if a.dry_run {
+            return ExitCode::SUCCESS;
+        }
+    }
+    supervise(&plan, Duration::from_secs(a.timeout), &a.program)
+}
+
+fn run_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("diwarp-run-{}-{nanos}", std::process::id())
+}
+
+fn supervise(plan: &launch::Plan, timeout: Duration, program: &[String]) -> ExitCode {
+    let signal = Arc::new(AtomicUsize::new(0));
+    for s in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        if let Err(e) = signal_hook::flag::register_usize(s, Arc::clone(&signal), s as usize) {
+            eprintln!("diwarp run: cannot catch signal {s}: {e}");
+        }
+    }
+    let id = run_id();
+    // setsid: the launcher leads a new session (our child is no group leader, so setsid execs
+    // in place and the child's pid is the launcher's). Rank 0 gets our stdin when it is a pipe
+    // or a file, as both launchers pass it on; never a terminal.
+    let mut cmd = Command::new("setsid");
+    cmd.args(&plan.argv)
+        .envs(plan.env.iter().cloned())
+        .envs(plan.launcher_env.iter().cloned())
+        .env(RUN_ID_VAR, &id);
+    if std::io::stdin().is_terminal() {
+        cmd.stdin(Stdio::null());
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("diwarp run: cannot start {}: {e}", plan.argv[0]);
+            return ExitCode::from(127);
+        }
+    };
+    let launcher = child.id() as i32;
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("diwarp run: waiting for the launcher: {e}");
+                procs::end_run("lost the launcher", launcher, RUN_ID_VAR, &id);
+                return ExitCode::FAILURE;
+            }
+        }
+        let s = signal.load(Ordering::Relaxed);
+        if s != 0 {
+            procs::end_run(
+                &format!("interrupted (signal {s})"),
+                launcher,
+                RUN_ID_VAR,
+                &id,
+            );
+            let _ = child.wait();
+            return ExitCode::from(128 + s as u8);
+        }
+        if Instant::now() >= deadline {
+            eprintln!(
+                "diwarp run: TIMEOUT after {}s: {}",
+                timeout.as_secs(),
+                program.join(" ")
+            );
+            procs::end_run("timeout", launcher, RUN_ID_VAR, &id);
+            let _ = child.wait();
+            return ExitCode::from(124);
+        }
+        sleep(Duration::from_millis(10));
+    };
+    let rc = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    // The launcher is gone; a rank it failed to reap must not outlive the run.
+    procs::end_run(
+        &format!("launcher exited (status {rc}) but left processes behind"),
+        launcher,
+        RUN_ID_VAR,
+        &id,
+    );
+    ExitCode::from(rc.clamp(0, 255) as u8)
+}
