@@ -17,6 +17,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,7 +25,7 @@ HERE = Path(__file__).resolve().parent.parent
 WRAPPER = HERE / "scripts" / "mpirun-diwarp"
 TRANSPORTS_SH = HERE / "scripts" / "transports.sh"
 
-# The runs of ../shared/research/baselines.md, section 3.
+# CG, IS and MG class A on 2 and 4 ranks and class B on 2: small enough for 2 cores.
 DEFAULT_KERNELS = "cg.A.2,is.A.2,mg.A.2,cg.A.4,is.A.4,mg.A.4,cg.B.2,is.B.2,mg.B.2"
 # scripts/mpirun-diwarp transport names, per MPI; diwarp first.
 DEFAULT_TRANSPORTS = {
@@ -46,6 +47,12 @@ LABELS = {
 # its prefix + "-" + the name.
 PREFIX = {"mpich": "mpich", "openmpi": "ompi"}
 
+
+
+def progress(k, n, started):
+    """"[ k/N ~M:SS left]", as scripts/transports.sh's progress prints it for the shell harnesses."""
+    left = int((time.monotonic() - started) * (n - k) / k) if k else 0
+    return f"[{k:{len(str(n))}}/{n} ~{left // 60}:{left % 60:02} left]"
 
 def _bash(*words):
     """Output of a function of scripts/transports.sh (the one place that knows how each
@@ -370,6 +377,7 @@ def main():
     results = defaultdict(list)
     fields = ["mpi", "transport", "kernel", "class", "ranks", "run", "status", "time_s", "mops",
               *COUNTERS, "queue_pair_max", "rc_open_peak"]
+    done, total, started = 0, args.runs * len(kernels) * len(labels), time.monotonic()
     with open(out / "runs.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
@@ -397,7 +405,9 @@ def main():
                     if m.get("rc_open_peak") or m.get("rc_messages"):
                         extra += (f", {m['rc_messages']} messages over RC, at most "
                                   f"{m['rc_open_peak']} RC connections per rank")
-                    print(f"[run {run}] {key:12} {lab:21} {shown}  {status}{extra}", flush=True)
+                    done += 1
+                    print(f"{progress(done, total, started)} run {run}/{args.runs} {key:12} {lab:21} "
+                          f"{shown}  {status}{extra}", flush=True)
 
     md = report(results, kernels, labels, cmdline,
                 when.strftime("%Y-%m-%d %H:%M UTC"))

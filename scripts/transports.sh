@@ -1,6 +1,6 @@
 # Sourced by the benchmark scripts (mpi-bench, mem-bench, osu-sweep; npb-runs/npb.py and
-# scripts/osu-compare through bash): the transports they compare, by the names of
-# ../shared/research/baselines.md, as "MPI WRAPPER-TRANSPORT [NAME=VALUE...]": the MPI, the
+# scripts/osu-compare through bash): the transports they compare, by name,
+# as "MPI WRAPPER-TRANSPORT [NAME=VALUE...]": the MPI, the
 # transport of scripts/mpirun-diwarp, then diwarp's settings for that entry (environment
 # variables every rank of its runs gets; scripts/mpirun-diwarp forwards FI_DIWARP_* under both MPIs).
 #   mpich-diwarp           MPICH ch4:ofi, FI_PROVIDER=diwarp, the provider's default mode (hybrid)
@@ -123,4 +123,13 @@ transport_table() {
     printf '%s\t%s\t%s\t%s\t%s\n' "$t" "$(transport_mpi "$t")" "$(transport_wrapper "$t")" \
       "$(transport_mode "$t")" "$(transport_settings "$t" | paste -sd ' ')"
   done
+}
+
+# "[ k/N ~M:SS left]": where a long run stands after k of its N launches, and the time left at
+# the pace so far since START (date +%s). Every harness starts its per-launch lines with it.
+progress() {
+  local k=$1 n=$2 el left
+  el=$(($(date +%s) - $3))
+  left=$((k > 0 ? el * (n - k) / k : 0))
+  printf '[%*d/%d ~%d:%02d left]' ${#n} "$k" "$n" $((left / 60)) $((left % 60))
 }

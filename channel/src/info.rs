@@ -2,7 +2,7 @@
 //!
 //! [`Info`] mirrors the parts of `struct fi_info` that matter, as plain Rust; `ffi::info` converts
 //! in both directions. [`negotiate`] holds every rule, each traceable to what MPICH or Open MPI
-//! asks (see shared/research/libfabric-provider.md).
+//! asks.
 
 use crate::ffi::sys::*;
 

@@ -66,6 +66,7 @@ pub const RC_BYTES: &str = "rc_bytes";
 pub const RC_HALF_LIFE_MS: &str = "rc_half_life_ms";
 pub const RC_HYSTERESIS_MS: &str = "rc_hysteresis_ms";
 pub const RC_IDLE_MS: &str = "rc_idle_ms";
+pub const RC_DATAGRAM_MAX: &str = "rc_datagram_max";
 
 pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -210,6 +211,16 @@ pub const PARAMS: &[ParamSpec] = &[
                back to datagrams",
         default: ParamDefault::Value("2000"),
     },
+    ParamSpec {
+        name: RC_DATAGRAM_MAX,
+        kind: ParamKind::Size,
+        help: "hybrid: this rank asks its hot peers for connections only while its datagrams \
+               (FI_DIWARP_DATAGRAM_SIZE, or what the interface's MTU allows) are at most this \
+               many bytes. Larger datagrams, as on loopback (65507) or with jumbo frames, carry \
+               bulk data as fast as a connection does, for a datagram's per-peer cost; such a \
+               rank still accepts the connections its peers ask for. 65507: always ask",
+        default: ParamDefault::Value("4096"),
+    },
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,6 +295,8 @@ pub struct Config {
     pub push_size: usize,
     /// Which peers get RC connections, and when (`FI_DIWARP_MODE`, `FI_DIWARP_RC_*`).
     pub promote: policies::promote::Config,
+    /// hybrid: ask for connections only with datagrams at most this large.
+    pub rc_datagram_max: usize,
 }
 
 impl Default for Config {
@@ -302,6 +315,7 @@ impl Default for Config {
             connected_peers: 64,
             push_size: 4 * crate::data::CHUNK,
             promote: policies::promote::Config::default(),
+            rc_datagram_max: 4096,
         }
     }
 }
@@ -421,6 +435,12 @@ impl Config {
         );
         size_at_most(src, PUSH_SIZE, PUSH_SIZE_MAX, &mut c.push_size);
         c.promote = promote_from(src);
+        size_at_most(
+            src,
+            RC_DATAGRAM_MAX,
+            *DATAGRAM_SIZE_RANGE.end(),
+            &mut c.rc_datagram_max,
+        );
         c
     }
 }
@@ -571,7 +591,14 @@ mod tests {
             (RC_HALF_LIFE_MS, ParamValue::Int(50)),
             (RC_HYSTERESIS_MS, ParamValue::Int(0)),
             (RC_IDLE_MS, ParamValue::Int(300)),
+            (RC_DATAGRAM_MAX, ParamValue::Size(65_507)),
         ])));
+        assert_eq!(c.rc_datagram_max, 65_507);
+        let big = Config::from_source(&Map(HashMap::from([(
+            RC_DATAGRAM_MAX,
+            ParamValue::Size(65_508),
+        )])));
+        assert_eq!(big.rc_datagram_max, Config::default().rc_datagram_max);
         let p = c.promote;
         assert_eq!((p.mode, p.cap), (Mode::Hybrid, 2));
         assert_eq!((p.promote_messages, p.promote_bytes), (4.0, 1000.0));

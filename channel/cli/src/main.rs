@@ -3,6 +3,7 @@
 //! provider's man page.
 
 mod info;
+mod install;
 mod launch;
 mod man;
 mod mpiexec;
@@ -34,6 +35,8 @@ enum Cmd {
     Info(info::InfoArgs),
     /// Print the provider's man page, fi_diwarp(7), in roff.
     Man,
+    /// Install this command, the provider and the man page under a prefix.
+    Install(install::InstallArgs),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Run(args) => run::main(args),
         Cmd::Info(args) => info::main(&args),
+        Cmd::Install(args) => install::main(&args),
         Cmd::Man => {
             print(&man::page());
             ExitCode::SUCCESS

@@ -49,6 +49,27 @@ fn listen(config: &Config, name: &mut EpName) -> Result<Option<TcpListener>> {
     Ok(Some(l))
 }
 
+/// The promotion policy's settings for this endpoint: in hybrid mode it asks for connections
+/// only while its datagrams are small enough for a connection to carry bulk data faster
+/// (`FI_DIWARP_RC_DATAGRAM_MAX`; channel/BENCHMARKS.md, "NPB per mode").
+fn promotion(config: &Config, qp: &QueuePair) -> policies::promote::Config {
+    let mut p = config.promote;
+    if p.mode == policies::promote::Mode::Hybrid {
+        let size = qp.rd_stats().map_or(0, |s| s.max_datagram_size);
+        p.initiate = size <= config.rc_datagram_max;
+        if !p.initiate {
+            diag!(
+                Info,
+                EpCtrl,
+                "hybrid: datagrams of {size} bytes exceed FI_DIWARP_RC_DATAGRAM_MAX={}; this \
+                 endpoint accepts RC connections but asks for none",
+                config.rc_datagram_max
+            );
+        }
+    }
+    p
+}
+
 pub struct DataPath {
     qp: QueuePair,
     st: State,
@@ -102,7 +123,13 @@ impl DataPath {
             connect_timeout: config.peer_timeout.min(RC_CONNECT_TIMEOUT),
             ..QpConfig::default()
         };
-        let paths = RcPaths::new(config.promote, rc, *name, listener, config.peer_timeout);
+        let paths = RcPaths::new(
+            promotion(config, &qp),
+            rc,
+            *name,
+            listener,
+            config.peer_timeout,
+        );
         let mut st = State::new(
             *name,
             eager,

@@ -12,6 +12,8 @@ use crate::params::Config;
 fn pair_in(promote: Promote) -> (Side, Side) {
     pair_with(Config {
         promote,
+        // Loopback's datagrams are large: hybrid asks for connections all the same.
+        rc_datagram_max: 65_507,
         ..Config::default()
     })
 }
@@ -162,6 +164,29 @@ fn promotions_and_demotions_mid_stream_keep_order() {
     assert!(pa.demoted + pb.demoted >= 2, "{pa:?} {pb:?}");
     assert!(pa.rc_messages > 0, "{pa:?}");
     wait_idle(&a, &b, "the last messages");
+}
+
+/// Loopback's datagrams (65507 bytes) exceed the default FI_DIWARP_RC_DATAGRAM_MAX: however hot
+/// the peer, hybrid asks for no connection there.
+#[test]
+fn hybrid_with_large_datagrams_asks_for_no_connection() {
+    let (a, b) = pair_with(Config {
+        promote: Promote {
+            mode: Mode::Hybrid,
+            promote_messages: 2.0,
+            ..Promote::default()
+        },
+        ..Config::default()
+    });
+    numbered_stream(&a, &b, 4, 9, |_| Duration::from_millis(2), |_| {});
+    for s in [&a, &b] {
+        let (paths, policy) = s.ep.with_data(|d| d.path_stats());
+        assert_eq!(
+            (policy.promotions, paths.connected),
+            (0, 0),
+            "{paths:?} {policy:?}"
+        );
+    }
 }
 
 /// A connection that breaks with messages in flight: what it had not had acknowledged goes

@@ -56,6 +56,9 @@ pub struct Config {
     /// doubling with each refusal in a row up to `backoff_max`.
     pub backoff: Duration,
     pub backoff_max: Duration,
+    /// Whether this side asks hot peers for connections (hybrid). Off, it only accepts what
+    /// peers ask: where its datagrams carry bulk data as well as a connection would.
+    pub initiate: bool,
 }
 
 impl Default for Config {
@@ -71,6 +74,7 @@ impl Default for Config {
             idle_limit: Duration::from_secs(2),
             backoff: Duration::from_millis(100),
             backoff_max: Duration::from_secs(10),
+            initiate: true,
         }
     }
 }

@@ -186,7 +186,7 @@ impl Policy {
         match c.mode {
             Mode::Ud => return,
             Mode::Rc => {}
-            Mode::Hybrid if heat < 1.0 => return,
+            Mode::Hybrid if heat < 1.0 || !c.initiate => return,
             Mode::Hybrid => {}
         }
         if self.used < c.effective_cap() {

@@ -83,6 +83,34 @@ fn a_hot_peer_is_promoted_and_an_idle_one_demoted() {
 }
 
 #[test]
+fn a_side_that_does_not_initiate_only_accepts() {
+    let t = Instant::now();
+    let mut p = Policy::new(Config {
+        initiate: false,
+        ..hybrid(2)
+    });
+    for i in 0..1000 {
+        p.traffic(t + Duration::from_micros(i), 1, 1 << 20, true);
+    }
+    assert_eq!(drain(&mut p), vec![], "hot, but not asked for");
+    assert_eq!(p.request(t, 1), Answer::Accept);
+    assert_eq!(p.request(t, 2), Answer::Accept);
+    assert_eq!(
+        p.request(t, 3),
+        Answer::Refuse(Refusal::Cap),
+        "the cap still holds"
+    );
+    assert!(p.connected(t, 1));
+    p.handle_timeout(t + Duration::from_secs(3600));
+    assert!(
+        drain(&mut p)
+            .iter()
+            .any(|d| matches!(d, Decision::Demote(1, _))),
+        "an idle connection still closes"
+    );
+}
+
+#[test]
 fn rendezvous_traffic_weighs_more() {
     let t = Instant::now();
     let mut p = Policy::new(Config {
