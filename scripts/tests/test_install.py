@@ -1,5 +1,5 @@
-"""scripts/install into a temporary prefix, then MPI programs under MPICH and Open MPI run from a
-directory outside the checkout with only the installed files of diwarp: its command, its provider
+"""scripts/install into a temporary prefix, then MPI programs under MPICH, Open MPI 4 and 5 and
+Intel MPI run from a directory outside the checkout with only the installed files of diwarp: its command, its provider
 and its man page."""
 import os
 import shutil
@@ -8,7 +8,16 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MPICC = {"mpich": os.path.join(HERE, ".venv/bin/mpicc"), "openmpi": shutil.which("mpicc.openmpi")}
+MPICC = {"mpich": os.path.join(HERE, ".venv/bin/mpicc"), "openmpi": shutil.which("mpicc.openmpi"),
+         "openmpi5": os.path.join(HERE, ".venv-openmpi5/bin/mpicc"),
+         "impi": os.path.join(HERE, ".venv-impi/bin/mpicc")}
+# Intel MPI's compiler wrapper finds its headers and libraries through I_MPI_ROOT.
+BUILD_ENV = dict(os.environ, I_MPI_ROOT=os.path.join(HERE, ".venv-impi"))
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
 
 
 def run(cmd, **kw):
@@ -47,7 +56,7 @@ class Install(unittest.TestCase):
         info = run([self.diwarp, "info"], env=self.env).stdout
         names = [l.split()[0] for l in info.splitlines() if l.startswith("  FI_DIWARP_")]
         self.assertGreater(len(names), 10)
-        page = open(os.path.join(self.prefix, "share/man/man7/fi_diwarp.7")).read()
+        page = read(os.path.join(self.prefix, "share/man/man7/fi_diwarp.7"))
         for n in names:
             self.assertIn(f".B {n.replace('-', chr(92) + '-')}\n", page, n)
 
@@ -56,7 +65,8 @@ class Install(unittest.TestCase):
             with self.subTest(mpi=mpi):
                 self.assertTrue(cc and os.path.exists(cc), f"{mpi}: no mpicc; run scripts/setup")
                 exe = os.path.join(self.tmp, f"pingpong-{mpi}")
-                b = run([cc, "-O2", "-pthread", "-o", exe, os.path.join(HERE, "channel/mpi-tests/pingpong.c")])
+                b = run([cc, "-O2", "-pthread", "-o", exe, os.path.join(HERE, "channel/mpi-tests/pingpong.c")],
+                        env=BUILD_ENV)
                 self.assertEqual(b.returncode, 0, b.stderr)
                 r = run([self.diwarp, "run", "--mpi", mpi, "-n", "2", "--timeout", "120", "-v", "--", exe],
                         env=self.env, cwd=self.tmp)

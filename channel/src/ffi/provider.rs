@@ -94,14 +94,27 @@ unsafe extern "C" fn getinfo(
         }
         let hints = hints.as_ref().map(|h| info::read(h));
         let answer = negotiate(version, hints.as_ref()).map_err(|r| {
-            diag!(
-                Info,
-                Core,
-                "hints refused: {} (api {}.{})",
-                r.0,
-                version >> 16,
-                version & 0xffff
-            );
+            // Utility providers (rxm, rxd) probe every core provider for the endpoint types
+            // they layer on: refusing those is routine. Any other refusal is an application's
+            // request diwarp cannot honour, and says which attribute.
+            if r.0 == "ep_attr.type" {
+                diag!(Info, Core, "hints refused: {}", r.0);
+            } else {
+                diag!(
+                    Warn,
+                    Core,
+                    "hints refused: {} (api {}.{}){}",
+                    r.0,
+                    version >> 16,
+                    version & 0xffff,
+                    if r.0 == "addr_format" {
+                        ": diwarp's addresses are FI_ADDR_STR names (Intel MPI asks for \
+                         FI_SOCKADDR_IN unless FI_PROVIDER=diwarp is set too)"
+                    } else {
+                        ""
+                    }
+                );
+            }
             Errno::NODATA
         })?;
         *out = info::write(&answer)?;

@@ -1,9 +1,8 @@
 //! Sockets of their own, connected to one peer each, for sending to that peer.
 //!
 //! A `sendto` on the queue pair's shared socket makes the kernel look up the route to the
-//! destination on every datagram; a socket connected to the peer keeps it. On this machine's
-//! loopback that took 0.4–0.7 us off RD's one-way latency from 1 B to 16 KiB
-//! (`iwarp/BENCHMARKS.md`, "Connected send sockets").
+//! destination on every datagram; a socket connected to the peer keeps it, which shortens
+//! RD's one-way latency for small messages (`iwarp/BENCHMARKS.md`, "Connected send sockets").
 //!
 //! Only sends use them. The socket is bound to an ephemeral port, so the peer's datagrams keep
 //! coming to the queue pair's socket, the one address peers know, and no extra socket is read
