@@ -92,8 +92,9 @@ pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: PEER_TIMEOUT_MS,
         kind: ParamKind::Int,
-        help: "A peer that stays silent this long fails its pending operations instead of \
-               hanging, in milliseconds",
+        help: "A peer that stays silent this long fails its pending operations with FI_EIO \
+               instead of hanging, in milliseconds: sends it does not acknowledge (rendezvous \
+               sends are probed), and rendezvous receives whose sender goes silent",
         default: ParamDefault::Value("30000"),
     },
     ParamSpec {
@@ -108,9 +109,11 @@ pub const PARAMS: &[ParamSpec] = &[
         name: MEM_BUDGET,
         kind: ParamKind::Size,
         help: "Bounds what traffic grows the endpoint's memory by: copied sends held for the \
-               peers up to this many bytes (past it a send answers FI_EAGAIN), and a further \
-               quarter of it for pushed chunks held for unexpected messages and an eighth for \
-               spare send buffers (at least 4194304)",
+               peers, queued or unacknowledged, up to this many bytes (past it a send answers \
+               FI_EAGAIN, which both MPIs retry); a further quarter of it for pushed chunks held \
+               for unexpected messages (past it a message's pushes are refused, and its sender \
+               sends them after the answer) and an eighth for spare send buffers kept for reuse \
+               (values below 4194304 are raised to it)",
         default: ParamDefault::Value("67108864"),
     },
     ParamSpec {
@@ -127,15 +130,16 @@ pub const PARAMS: &[ParamSpec] = &[
                it both ways if either asks (MPA's rule). Unset, it is not asked of ranks on \
                this host, whose datagrams the kernel copies from memory to memory (it \
                checksums neither UDP nor TCP on loopback). 1: asked of every rank. 0: asked of none, which leaves integrity to the UDP checksum and the \
-               link's, and saves a pass over every byte at each end",
+               link's, and saves a pass over every byte at each end. A rank with the fault \
+               layer on (DIWARP_FAULTS) always asks, unless this is 0",
         default: ParamDefault::Derived("asked of ranks on other hosts, not of ranks on this one"),
     },
     ParamSpec {
         name: DATAGRAM_SIZE,
         kind: ParamKind::Size,
-        help: "Largest UDP datagram in bytes, 512 to 65507 (runs of datagrams go \
-               through the kernel in one call with UDP GSO/GRO). Above the MTU \
-               the kernel sends IP fragments",
+        help: "Largest UDP datagram in bytes, 512 to 65507 (runs of datagrams to one peer go \
+               through the kernel in one call each way with UDP GSO/GRO). Above the MTU the \
+               kernel sends IP fragments, and a lost fragment loses the whole datagram",
         default: ParamDefault::Derived("what the interface's MTU carries unfragmented: 1472 on Ethernet, 65507 on loopback"),
     },
     ParamSpec {
@@ -144,8 +148,10 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "How many peers get a UDP socket of their own, connected to them, for what \
                this endpoint sends them: the kernel keeps their route instead of looking it \
                up per datagram (about 0.4 us per small message on loopback). Each costs a \
-               file descriptor; later peers share the endpoint's socket, which also \
-               receives everything (0: none)",
+               file descriptor (at most a quarter of the process's limit go to them); later \
+               peers share the endpoint's socket, which also receives everything. 0: none; \
+               use it behind a host firewall that admits only UDP replies to flows the host \
+               began, since data then comes from another port than the handshake",
         default: ParamDefault::Value("64"),
     },
     ParamSpec {
