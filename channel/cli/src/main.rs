@@ -39,7 +39,21 @@ enum Cmd {
     Install(install::InstallArgs),
 }
 
+/// Variables `diwarp run` reads as options: set but empty, they mean unset, as they did to the
+/// script it replaces (clap would take the empty value).
+const ENV_OPTIONS: [&str; 4] = [
+    "DIWARP_PROVIDER_DIR",
+    "MPIRUN_DIWARP_MPI",
+    "MPIRUN_DIWARP_TRANSPORT",
+    "MPIRUN_DIWARP_NETNS",
+];
+
 fn main() -> ExitCode {
+    for v in ENV_OPTIONS {
+        if std::env::var_os(v).is_some_and(|x| x.is_empty()) {
+            std::env::remove_var(v);
+        }
+    }
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Run(args) => run::main(args),

@@ -85,7 +85,7 @@ pub fn find(mpi: Mpi) -> Result<PathBuf, String> {
         };
     }
     if let Some(p) = mpi.in_checkout().filter(|p| executable(p)) {
-        return Ok(p);
+        return Ok(p.canonicalize().unwrap_or(p));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     for name in mpi.names() {

@@ -126,7 +126,11 @@ pub fn main(a: RunArgs) -> ExitCode {
     } else {
         None
     };
-    let caller: Vec<(String, String)> = std::env::vars().collect();
+    // The caller's environment as far as the plan reads it (names and values in UTF-8; a
+    // variable that is not is passed on untouched by the launcher, just not looked at).
+    let caller: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
     let req = launch::Request {
         mpi: a.mpi,
         transport: a.transport,
@@ -196,7 +200,8 @@ fn supervise(plan: &launch::Plan, timeout: Duration, program: &[String]) -> Exit
         }
     };
     let launcher = child.id() as i32;
-    let deadline = Instant::now() + timeout;
+    // A timeout beyond what the clock can add never comes.
+    let deadline = Instant::now().checked_add(timeout);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -218,7 +223,7 @@ fn supervise(plan: &launch::Plan, timeout: Duration, program: &[String]) -> Exit
             let _ = child.wait();
             return ExitCode::from(128 + s as u8);
         }
-        if Instant::now() >= deadline {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             eprintln!(
                 "diwarp run: TIMEOUT after {}s: {}",
                 timeout.as_secs(),
