@@ -32,6 +32,15 @@ pub enum ParamDefault {
     Derived(&'static str),
 }
 
+impl ParamDefault {
+    /// The value, or how it is chosen, as the docs show it.
+    pub fn text(self) -> &'static str {
+        match self {
+            ParamDefault::Value(v) | ParamDefault::Derived(v) => v,
+        }
+    }
+}
+
 impl ParamSpec {
     /// `FI_DIWARP_<NAME>`.
     pub fn env_name(&self) -> String {
@@ -40,11 +49,7 @@ impl ParamSpec {
 
     /// The help text with the default, as `fi_info -e` and the man page show it.
     pub fn help_with_default(&self) -> String {
-        match self.default {
-            ParamDefault::Value(v) | ParamDefault::Derived(v) => {
-                format!("{} (default: {v})", self.help)
-            }
-        }
+        format!("{} (default: {})", self.help, self.default.text())
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use diwarp_fi::params::{ParamDefault, ParamKind, ParamSpec, ParamValue, PARAMS};
+use diwarp_fi::params::{ParamKind, ParamSpec, ParamValue, PARAMS};
 
 use crate::provider;
 
@@ -25,12 +25,6 @@ pub struct Setting {
     pub spec: &'static ParamSpec,
     pub value: String,
     pub source: String,
-}
-
-fn default_text(spec: &ParamSpec) -> &'static str {
-    match spec.default {
-        ParamDefault::Value(v) | ParamDefault::Derived(v) => v,
-    }
 }
 
 pub fn kind_name(k: ParamKind) -> &'static str {
@@ -59,7 +53,7 @@ pub fn settings(lookup: &dyn Fn(&str) -> Option<String>) -> Vec<Setting> {
             },
             None => Setting {
                 spec,
-                value: default_text(spec).into(),
+                value: spec.default.text().into(),
                 source: "default".into(),
             },
         })

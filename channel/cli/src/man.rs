@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use diwarp_fi::params::{ParamDefault, PARAMS};
+use diwarp_fi::params::PARAMS;
 
 /// Escapes text for roff: backslashes, and a leading `.` or `'` that would read as a request.
 fn roff(s: &str) -> String {
@@ -79,10 +79,7 @@ pub fn page() -> String {
             crate::info::kind_name(p.kind)
         );
         let _ = writeln!(out, "{}.", roff(p.help));
-        let _ = match p.default {
-            ParamDefault::Value(v) => writeln!(out, "Default: {}.", roff(v)),
-            ParamDefault::Derived(how) => writeln!(out, "Default: {}.", roff(how)),
-        };
+        let _ = writeln!(out, "Default: {}.", roff(p.default.text()));
     }
     out.push_str(TAIL);
     out
@@ -102,9 +99,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{name} missing"));
             let entry = &page[at..];
             let entry = &entry[..entry[3..].find(".TP").map_or(entry.len(), |i| i + 3)];
-            let default = match p.default {
-                ParamDefault::Value(v) | ParamDefault::Derived(v) => v,
-            };
+            let default = p.default.text();
             assert!(
                 entry.contains(&format!("Default: {}.", roff(default))),
                 "{entry}"
