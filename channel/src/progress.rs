@@ -1,6 +1,7 @@
 //! The endpoint's progress thread and what it waits on: one epoll set holding every socket the
-//! endpoint has (today the datagram socket; later the RC listener and connections) and an
-//! eventfd that wakes it at once (to stop, or to look at a socket just added).
+//! endpoint has (the datagram socket, the RC listener, each RC connection and each connection
+//! being set up) and an eventfd that wakes it at once (to stop, or to look at a socket just
+//! added).
 //!
 //! While the application polls, the thread stays out of the way; while the application
 //! computes, it makes progress when a datagram arrives, at the data path's next deadline (an
@@ -47,6 +48,36 @@ pub const DATAGRAMS: u64 = 0;
 /// The token of the endpoint's TCP listener and RC connections (`path`).
 pub const CONNECTIONS: u64 = 1;
 
+/// What a watched socket wakes the waiter for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interest {
+    /// Nothing: it stays in the set (level-triggered readiness would wake the waiter over and
+    /// over while the application reads the socket itself).
+    Quiet,
+    Readable,
+    /// A connect completing, or start-up bytes the socket had no room for.
+    Writable,
+}
+
+impl Interest {
+    /// `Readable` if `on`, else `Quiet`.
+    pub fn readable_if(on: bool) -> Interest {
+        if on {
+            Interest::Readable
+        } else {
+            Interest::Quiet
+        }
+    }
+
+    fn flags(self) -> EpollFlags {
+        match self {
+            Interest::Quiet => EpollFlags::empty(),
+            Interest::Readable => EpollFlags::EPOLLIN,
+            Interest::Writable => EpollFlags::EPOLLOUT,
+        }
+    }
+}
+
 /// An epoll set of sockets, each under a token, and a way to wake its waiter.
 pub struct Waiter {
     epoll: Epoll,
@@ -68,17 +99,20 @@ impl Waiter {
         })
     }
 
-    /// Watches `fd` under `token`, for reading if `readable` (else it stays in the set, quiet).
-    pub fn watch(&self, fd: BorrowedFd<'_>, token: u64, readable: bool) -> nix::Result<()> {
-        let flags = if readable {
-            EpollFlags::EPOLLIN
-        } else {
-            EpollFlags::empty()
-        };
+    /// Watches `fd` under `token` for `what`.
+    pub fn watch(&self, fd: BorrowedFd<'_>, token: u64, what: Interest) -> nix::Result<()> {
+        let flags = what.flags();
         let mut interest = self.interest.lock();
         match interest.get(&fd.as_raw_fd()) {
             Some(&f) if f == flags => return Ok(()),
-            Some(_) => self.epoll.modify(fd, &mut EpollEvent::new(flags, token))?,
+            // ENOENT: a socket closed without being forgotten left the set, and its number
+            // came back for this one.
+            Some(_) => match self.epoll.modify(fd, &mut EpollEvent::new(flags, token)) {
+                Err(nix::errno::Errno::ENOENT) => {
+                    self.epoll.add(fd, EpollEvent::new(flags, token))?
+                }
+                r => r?,
+            },
             None => self.epoll.add(fd, EpollEvent::new(flags, token))?,
         }
         interest.insert(fd.as_raw_fd(), flags);
@@ -209,7 +243,11 @@ fn run(
         if let Some(sock) = arrivals {
             // Only an error of the kernel's own keeps it from waking on arrivals: the timers
             // still run.
-            let _ = waiter.watch(sock.as_fd(), DATAGRAMS, watch && paced.is_none());
+            let _ = waiter.watch(
+                sock.as_fd(),
+                DATAGRAMS,
+                Interest::readable_if(watch && paced.is_none()),
+            );
         }
         waiter.wait(wait, &mut ready);
         woke_readable = ready.contains(&DATAGRAMS);
@@ -226,8 +264,8 @@ mod tests {
         let w = Waiter::new().unwrap();
         let a = UdpSocket::bind("127.0.0.1:0").unwrap();
         let b = UdpSocket::bind("127.0.0.1:0").unwrap();
-        w.watch(a.as_fd(), 7, true).unwrap();
-        w.watch(b.as_fd(), 9, true).unwrap();
+        w.watch(a.as_fd(), 7, Interest::Readable).unwrap();
+        w.watch(b.as_fd(), 9, Interest::Readable).unwrap();
         let mut ready = vec![];
         let t = Instant::now();
         w.wait(Duration::from_millis(30), &mut ready);
@@ -236,7 +274,7 @@ mod tests {
         w.wait(Duration::from_secs(10), &mut ready);
         assert_eq!(ready, vec![7]);
         // Quiet: the datagram is still there, and nothing wakes the waiter for it.
-        w.watch(a.as_fd(), 7, false).unwrap();
+        w.watch(a.as_fd(), 7, Interest::Quiet).unwrap();
         let t = Instant::now();
         w.wait(Duration::from_millis(30), &mut ready);
         assert!(
@@ -255,7 +293,7 @@ mod tests {
         assert!(ready.is_empty() && t.elapsed() < Duration::from_secs(5));
         waker.join().unwrap();
         // Watching again: the waiting datagram wakes it.
-        w.watch(a.as_fd(), 7, true).unwrap();
+        w.watch(a.as_fd(), 7, Interest::Readable).unwrap();
         w.wait(Duration::from_secs(10), &mut ready);
         assert_eq!(ready, vec![7]);
         // Forgotten, it wakes nobody, and it can be watched again afresh.
@@ -266,8 +304,32 @@ mod tests {
             ready.is_empty() && t.elapsed() >= Duration::from_millis(29),
             "{ready:?}"
         );
-        w.watch(a.as_fd(), 8, true).unwrap();
+        w.watch(a.as_fd(), 8, Interest::Readable).unwrap();
         w.wait(Duration::from_secs(10), &mut ready);
         assert_eq!(ready, vec![8]);
+    }
+    #[test]
+    fn wakes_on_a_writable_socket_and_survives_a_socket_closed_unforgotten() {
+        use std::io::Write;
+        use std::net::{TcpListener, TcpStream};
+        let w = Waiter::new().unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let mut ready = vec![];
+        // Connected and nothing to read: readable interest sleeps, writable wakes at once.
+        w.watch(c.as_fd(), 3, Interest::Readable).unwrap();
+        let t = Instant::now();
+        w.wait(Duration::from_millis(30), &mut ready);
+        assert!(ready.is_empty() && t.elapsed() >= Duration::from_millis(29));
+        w.watch(c.as_fd(), 3, Interest::Writable).unwrap();
+        w.wait(Duration::from_secs(10), &mut ready);
+        assert_eq!(ready, vec![3]);
+        // Closed while watched, a socket leaves the set behind the map's back, and its number
+        // comes back for the next socket: watching that one with another interest adds it.
+        w.epoll.delete(c.as_fd()).unwrap();
+        w.watch(c.as_fd(), 4, Interest::Readable).unwrap();
+        l.accept().unwrap().0.write_all(b"x").unwrap();
+        w.wait(Duration::from_secs(10), &mut ready);
+        assert_eq!(ready, vec![4]);
     }
 }

@@ -15,6 +15,8 @@
 pub mod conn;
 mod hello;
 mod setup;
+#[cfg(test)]
+mod watch_tests;
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
@@ -30,7 +32,7 @@ use policies::promote::{Answer, Decision, Mode, Policy, Refusal};
 use crate::addr::EpName;
 use crate::diag;
 use crate::hash::Map;
-use crate::progress::{Waiter, CONNECTIONS};
+use crate::progress::{Interest, Waiter, CONNECTIONS};
 pub use conn::{Conn, Unacked};
 use hello::Reason;
 use setup::{Pending, Setups};
@@ -155,25 +157,51 @@ impl<R> RcPaths<R> {
         }
     }
 
-    /// The progress thread's epoll set: the listener and every connection join it.
+    /// The progress thread's epoll set: the listener, every connection and every set-up join
+    /// it.
     pub fn set_waiter(&mut self, w: Arc<Waiter>) {
-        for fd in self.sockets_to_watch() {
-            let _ = w.watch(fd, CONNECTIONS, self.watching);
-        }
         self.waiter = Some(w);
+        self.watch_all();
     }
 
-    /// Whether the progress thread wakes for arrivals on the listener and the connections.
+    /// Whether the progress thread wakes for the listener, the connections and the set-ups.
     pub fn set_watching(&mut self, on: bool) {
-        if on == self.watching {
-            return;
+        if on != self.watching {
+            self.watching = on;
+            self.watch_all();
         }
-        self.watching = on;
+    }
+
+    fn watch_all(&self) {
+        let Some(w) = &self.waiter else { return };
+        for fd in self.sockets_to_watch() {
+            let _ = w.watch(fd, CONNECTIONS, Interest::readable_if(self.watching));
+        }
+        self.watch_setups();
+    }
+
+    /// Each set-up's socket, for what its next step waits on: the connect, room for its
+    /// bytes, or the peer's answer. Without this, a set-up with a rank that computes would
+    /// move one step per tick.
+    fn watch_setups(&self) {
+        let Some(w) = &self.waiter else { return };
+        for p in &self.setups.list {
+            let what = match (self.watching, p.rc.wants_write()) {
+                (false, _) => Interest::Quiet,
+                (true, true) => Interest::Writable,
+                (true, false) => Interest::Readable,
+            };
+            let _ = w.watch(p.rc.socket(), CONNECTIONS, what);
+        }
+    }
+
+    /// Takes set-up `i` off the list, and its socket out of the epoll set.
+    fn take_setup(&mut self, i: usize) -> Pending {
+        let p = self.setups.list.swap_remove(i);
         if let Some(w) = &self.waiter {
-            for fd in self.sockets_to_watch() {
-                let _ = w.watch(fd, CONNECTIONS, on);
-            }
+            let _ = w.forget(p.rc.socket());
         }
+        p
     }
 
     fn sockets_to_watch(&self) -> Vec<BorrowedFd<'_>> {
@@ -185,7 +213,7 @@ impl<R> RcPaths<R> {
     /// Adds a connection, to the epoll set too.
     fn insert(&mut self, addr: SocketAddr, c: Conn<R>) {
         if let (Some(w), Some(fd)) = (&self.waiter, c.qp.rc_socket()) {
-            let _ = w.watch(fd, CONNECTIONS, self.watching);
+            let _ = w.watch(fd, CONNECTIONS, Interest::readable_if(self.watching));
         }
         self.conns.insert(addr, c);
     }
@@ -261,6 +289,7 @@ impl<R> RcPaths<R> {
         self.accept(now);
         self.drive_setups(now, resend);
         self.decide(now);
+        self.watch_setups();
         let mut wcs = std::mem::take(&mut self.wcs);
         let mut broken = Vec::new();
         for (&addr, c) in self.conns.iter_mut() {
@@ -319,7 +348,7 @@ impl<R> RcPaths<R> {
         while i < self.setups.list.len() {
             let p = &mut self.setups.list[i];
             if p.abandoned {
-                self.setups.list.swap_remove(i);
+                self.take_setup(i);
                 continue;
             }
             match p.rc.progress(now) {
@@ -345,11 +374,11 @@ impl<R> RcPaths<R> {
                     // Progress again at once: the reply goes out now.
                 }
                 Ok(Some(est)) => {
-                    let p = self.setups.list.swap_remove(i);
+                    let p = self.take_setup(i);
                     self.established(now, p, est, resend);
                 }
                 Err(e) => {
-                    let p = self.setups.list.swap_remove(i);
+                    let p = self.take_setup(i);
                     self.setup_failed(now, p, e);
                 }
             }

@@ -1,0 +1,128 @@
+//! Connection set-ups in the progress thread's epoll set: each step of the start-up wakes the
+//! waiter, with no datagram, timer or poll to help it along.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iwarp::verbs::{QpConfig, RdReceiver};
+use policies::promote::{Config as Promote, Mode};
+
+use super::{Gone, RcPaths};
+use crate::addr::EpName;
+use crate::progress::{Waiter, CONNECTIONS};
+
+struct Nothing;
+
+impl RdReceiver for Nothing {
+    fn early(&mut self, _: SocketAddr, _: &[u8], _: bool) -> bool {
+        panic!("no message is sent")
+    }
+    fn message(&mut self, _: SocketAddr, _: &[u8]) {
+        panic!("no message is sent")
+    }
+}
+
+fn side(nonce: u64) -> (RcPaths<()>, EpName) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let name = EpName {
+        ip: "127.0.0.1".parse().unwrap(),
+        // Not a socket: the paths only use it to name the peer.
+        udp_port: 40_000 + nonce as u16,
+        qpn: 1,
+        tcp_port: listener.local_addr().unwrap().port(),
+        nonce,
+    };
+    let promote = Promote {
+        mode: Mode::Rc,
+        ..Promote::default()
+    };
+    let paths = RcPaths::new(
+        promote,
+        QpConfig::default(),
+        name,
+        Some(listener),
+        Duration::from_secs(60),
+    );
+    (paths, name)
+}
+
+fn progress(p: &mut RcPaths<()>) {
+    let mut gone = Gone::default();
+    p.progress(Instant::now(), &mut Nothing, &mut gone);
+    assert!(gone.resend.is_empty() && gone.failed.is_empty());
+}
+
+/// Waits up to `within` for the waiter; true if it woke for the connections' token.
+fn woke(w: &Waiter, within: Duration) -> bool {
+    let mut ready = Vec::new();
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        w.wait(until - Instant::now(), &mut ready);
+        if ready.contains(&CONNECTIONS) {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn each_step_of_a_set_up_wakes_the_waiter() {
+    let (mut a, a_name) = side(1);
+    let (mut b, b_name) = side(2);
+    a.learn(&b_name);
+    b.learn(&a_name);
+    let wa = Arc::new(Waiter::new().unwrap());
+    let wb = Arc::new(Waiter::new().unwrap());
+    a.set_waiter(Arc::clone(&wa));
+    b.set_waiter(Arc::clone(&wb));
+
+    // A asks (rc mode: on first use): the connect is under way, and its completion wakes A.
+    a.traffic(Instant::now(), b_name.udp_addr(), 10, false);
+    progress(&mut a);
+    assert_eq!(a.stats.initiated, 1);
+    assert!(woke(&wa, Duration::from_secs(5)), "the connect woke nobody");
+    // The request goes out; until B answers, nothing wakes A.
+    progress(&mut a);
+    assert!(
+        !woke(&wa, Duration::from_millis(50)),
+        "A woke with no answer"
+    );
+    // B's listener wakes B; B accepts, and the request (there, or on its way) wakes B until
+    // B answers.
+    assert!(
+        woke(&wb, Duration::from_secs(5)),
+        "the connect woke no listener"
+    );
+    let until = Instant::now() + Duration::from_secs(5);
+    while b.connections() == 0 {
+        progress(&mut b);
+        assert!(Instant::now() < until, "B never took the connection");
+        if b.connections() == 0 {
+            assert!(woke(&wb, Duration::from_secs(5)), "the request woke nobody");
+        }
+    }
+    // The reply wakes A, and A has its connection.
+    assert!(woke(&wa, Duration::from_secs(5)), "the reply woke nobody");
+    progress(&mut a);
+    assert_eq!((a.connections(), a.stats.connected), (1, 1));
+    assert_eq!((b.connections(), b.stats.connected), (1, 1));
+}
+
+#[test]
+fn set_ups_are_quiet_while_the_application_polls() {
+    let (mut a, _) = side(3);
+    let (_b, b_name) = side(4);
+    a.learn(&b_name);
+    let wa = Arc::new(Waiter::new().unwrap());
+    a.set_waiter(Arc::clone(&wa));
+    a.set_watching(false);
+    a.traffic(Instant::now(), b_name.udp_addr(), 10, false);
+    progress(&mut a);
+    assert_eq!(a.stats.initiated, 1);
+    // The connect completed (B's kernel accepts it into the backlog) and nobody was woken.
+    assert!(!woke(&wa, Duration::from_millis(50)));
+    a.set_watching(true);
+    assert!(woke(&wa, Duration::from_secs(5)));
+}
