@@ -695,6 +695,53 @@ fn crc_error_breaks_the_connection() {
     assert!(matches!(raw.stream.read(&mut buf), Ok(0) | Err(_)));
 }
 
+/// A message read in place is handed over only once its CRC checked out: with one octet
+/// flipped, the connection breaks and the receiver never gets it; intact, it gets it once.
+#[test]
+fn a_message_read_in_place_is_handed_over_only_with_a_good_crc() {
+    for flip in [None, Some(20_000), Some(49_999)] {
+        let (mut raw, mut b) = raw_initiator(true, 0);
+        let m = in_place_message(0, 50_000);
+        let mut fpdu = raw.fpdu(send_seg(1, 0, true), &m);
+        if let Some(at) = flip {
+            // Past ULPDU_Length and the DDP/RDMAP header.
+            fpdu[2 + 18 + at] ^= 0x10;
+        }
+        let mut r = InPlaceRecorder::new(1 << 20);
+        let mut wcs = vec![];
+        // The head first, so the receiver starts on the FPDU before the rest is in.
+        raw.stream.write_all(&fpdu[..1000]).unwrap();
+        let deadline = Instant::now() + DEADLINE;
+        while !r.reading() {
+            b.poll_cq_with(&mut r, &mut wcs, 16).unwrap();
+            assert!(Instant::now() < deadline, "not taken in place");
+        }
+        raw.stream.write_all(&fpdu[1000..]).unwrap();
+        while r.got.is_empty() && b.state() == QpState::Rts {
+            let _ = b.poll_cq_with(&mut r, &mut wcs, 16);
+            assert!(Instant::now() < deadline, "neither handed over nor broken");
+        }
+        match flip {
+            None => {
+                assert_eq!((r.placed, r.got.len()), (1, 1));
+                assert!(r.got[0] == m);
+                assert_eq!(b.state(), QpState::Rts);
+            }
+            Some(at) => {
+                assert!(r.got.is_empty(), "octet {at}");
+                assert!(
+                    matches!(
+                        b.last_error(),
+                        Some(VerbsError::Mpa(iwarp::wire::Error::BadCrc { .. }))
+                    ),
+                    "{:?}",
+                    b.last_error()
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn out_of_sequence_msn_breaks_the_connection() {
     let (mut raw, mut b) = raw_initiator(false, 1);

@@ -1,5 +1,6 @@
 //! UD queue pairs over real loopback UDP sockets: every byte checked, every wait bounded.
 
+#[allow(dead_code)] // each test program uses some of the helpers
 mod common;
 
 use std::net::UdpSocket;

@@ -28,6 +28,7 @@ mod cq;
 mod dgram;
 mod error;
 pub mod fault;
+mod in_place;
 mod io;
 mod link;
 mod qp;

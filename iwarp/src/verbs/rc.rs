@@ -15,7 +15,9 @@
 //! once a receive is posted or a send fails).
 //! In receiver mode (`QueuePair::poll_cq_with`) no receives are posted: each message is lent to
 //! the receiver where it lies in the decoder's buffer when one FPDU carried it, and joined in a
-//! buffer first otherwise; one longer than the receiver takes breaks the connection.
+//! buffer first otherwise; one longer than the receiver takes breaks the connection. A long
+//! message the receiver knows where to put is read from the socket straight there
+//! ([`in_place`](super::in_place)).
 //!
 //! Any decoding, CRC, marker or sequencing error, a reset or an end of stream breaks the
 //! connection (RFC 5044 §8): the socket is shut down and everything outstanding completes in
@@ -33,6 +35,7 @@ use std::os::fd::AsRawFd;
 use nix::errno::Errno;
 
 use super::cq::WorkQueues;
+use super::in_place::InPlace;
 use super::io;
 use super::startup::Established;
 use super::{RdReceiver, SendOpcode, SendWr, VerbsError, WcStatus};
@@ -173,6 +176,8 @@ pub(crate) struct RcPath {
     rx: Option<RxProgress>,
     /// Receiver mode: the segments of a message longer than one FPDU, joined.
     assembly: Vec<u8>,
+    /// Receiver mode: the message being read in place.
+    in_place: Option<InPlace>,
     tx: TxBuffer,
     /// Why the connection broke, for the queue pair to pick up.
     failure: Option<VerbsError>,
@@ -216,6 +221,7 @@ impl RcPath {
             rx_msn: 1,
             rx: None,
             assembly: Vec::new(),
+            in_place: None,
             tx: TxBuffer::default(),
             failure: None,
         })
@@ -545,19 +551,35 @@ impl RcPath {
 
     /// Receiver mode: reads what has come and lends each message to `recv` through
     /// [`RdReceiver::message`], in order, where it lies in the decoder's buffer when one FPDU
-    /// carried it (joined first otherwise). The peer's address is the TCP one; the owner that
-    /// knows the peer by another name wraps `recv`.
+    /// carried it (joined first otherwise), or reads it in place. The peer's address is the TCP
+    /// one; the owner that knows the peer by another name wraps `recv`.
     fn receive_lending(&mut self, recv: &mut dyn RdReceiver) -> Result<(), VerbsError> {
         for _ in 0..READS_PER_POLL {
+            if let Some(ip) = &mut self.in_place {
+                if !ip.read(&mut self.stream, &mut self.decoder, self.peer, recv)? {
+                    return Ok(());
+                }
+            }
             self.lend_decoded(recv)?;
-            let Some(n) = self.read_more()? else {
-                return Ok(());
-            };
-            if n < READ_CHUNK {
-                return self.lend_decoded(recv);
+            if self.reading_in_place() {
+                continue;
+            }
+            match self.read_more()? {
+                None => return Ok(()),
+                Some(n) if n < READ_CHUNK => {
+                    self.lend_decoded(recv)?;
+                    if !self.reading_in_place() {
+                        return Ok(());
+                    }
+                }
+                Some(_) => {}
             }
         }
         self.lend_decoded(recv)
+    }
+
+    fn reading_in_place(&self) -> bool {
+        self.in_place.as_ref().is_some_and(InPlace::reading)
     }
 
     /// Reads what the socket holds into the decoder: how many bytes, `None` if nothing.
@@ -574,6 +596,13 @@ impl RcPath {
     }
 
     fn lend_decoded(&mut self, recv: &mut dyn RdReceiver) -> Result<(), VerbsError> {
+        if let Some(ip) = &self.in_place {
+            if !ip.finish(&mut self.decoder, self.peer, recv)? {
+                return Ok(());
+            }
+            self.in_place = None;
+            self.rx_msn = self.rx_msn.wrapping_add(1);
+        }
         while let Some(ulpdu) = self.decoder.next_ulpdu()? {
             let (seg, payload) = SegmentRepr::parse(ulpdu)?;
             let mo = check_untagged_send(&seg, self.rx_msn)?;
@@ -597,6 +626,9 @@ impl RcPath {
             } else {
                 self.assembly.extend_from_slice(payload);
             }
+        }
+        if self.assembly.is_empty() {
+            self.in_place = InPlace::start(&mut self.decoder, self.rx_msn, self.peer, recv)?;
         }
         Ok(())
     }
@@ -632,6 +664,7 @@ impl RcPath {
     /// The connection is broken: close it and complete everything outstanding.
     pub(crate) fn fail(&mut self, q: &mut WorkQueues, why: Option<VerbsError>) {
         let _ = self.stream.shutdown(Shutdown::Both);
+        self.in_place = None;
         if let Some(rx) = self.rx.take() {
             if let Some(wr) = q.rq.pop_front() {
                 q.complete_recv(wr, WcStatus::TransportError, rx.placed, None, rx.solicited);

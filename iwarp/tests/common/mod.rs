@@ -90,3 +90,85 @@ pub fn fill_send_queue_of_two(
     qp.post_send(abc_send(3, ah)).unwrap();
     out
 }
+
+/// An RC receiver (receiver mode) that takes in place every message whose first byte is `P`,
+/// each read at most `run` bytes per call, and records every message whole, in the order
+/// handed over.
+pub struct InPlaceRecorder {
+    pub got: Vec<Vec<u8>>,
+    /// Messages that came in place.
+    pub placed: usize,
+    pub run: usize,
+    current: Option<Vec<u8>>,
+}
+
+impl InPlaceRecorder {
+    pub fn new(run: usize) -> Self {
+        InPlaceRecorder {
+            got: Vec::new(),
+            placed: 0,
+            run,
+            current: None,
+        }
+    }
+
+    /// Whether a message is being read in place.
+    pub fn reading(&self) -> bool {
+        self.current.is_some()
+    }
+}
+
+impl RdReceiver for InPlaceRecorder {
+    fn early(&mut self, _: SocketAddr, _: &[u8], _: bool) -> bool {
+        panic!("RC lends whole messages in order only");
+    }
+    fn message(&mut self, _: SocketAddr, payload: &[u8]) {
+        assert!(
+            self.current.is_none(),
+            "a message overtook one read in place"
+        );
+        self.got.push(payload.to_vec());
+    }
+    fn max_message(&self) -> usize {
+        1 << 24
+    }
+    fn in_place(&mut self, _: SocketAddr, head: &[u8], len: usize) -> bool {
+        if head.first() != Some(&b'P') {
+            return false;
+        }
+        assert!(self.current.is_none(), "one message in place at a time");
+        let mut t = vec![0; len];
+        t[..head.len()].copy_from_slice(head);
+        self.current = Some(t);
+        true
+    }
+    fn read_in_place(
+        &mut self,
+        _: SocketAddr,
+        head: &[u8],
+        offset: usize,
+        max: usize,
+        read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
+    ) -> std::io::Result<usize> {
+        let t = self.current.as_mut().expect("a message taken in place");
+        assert_eq!(head, &t[..head.len()]);
+        assert!(offset >= head.len() && offset + max <= t.len());
+        read(&mut t[offset..offset + max.min(self.run)])
+    }
+    fn placed(&mut self, _: SocketAddr, head: &[u8], len: usize) {
+        let t = self.current.take().expect("a message taken in place");
+        assert_eq!((&t[..head.len()], t.len()), (head, len));
+        self.got.push(t);
+        self.placed += 1;
+    }
+}
+
+/// Message `i` of `n` bytes for [`InPlaceRecorder`]: `P` (taken in place) for even `i`, then
+/// `i`, then a pattern.
+pub fn in_place_message(i: usize, n: usize) -> Vec<u8> {
+    let mut m = vec![if i.is_multiple_of(2) { b'P' } else { b'M' }];
+    m.extend_from_slice(&(i as u32).to_le_bytes());
+    m.extend_from_slice(&pattern(n.saturating_sub(5), i as u8));
+    m.truncate(n);
+    m
+}

@@ -429,6 +429,37 @@ pub trait RdReceiver {
     fn max_message(&self) -> usize {
         RD_MAX_MESSAGE
     }
+    /// RC: a message of `len` bytes that one FPDU carries, whose first bytes (`head`, at most
+    /// [`SEGMENT_HEAD`]) are here and whose rest is still in the socket. Return true to have
+    /// the rest read straight to where it belongs ([`RdReceiver::read_in_place`]) and the
+    /// message then handed over with [`RdReceiver::placed`]; false (the default) and it comes
+    /// through [`RdReceiver::early`] or [`RdReceiver::message`] as any other.
+    ///
+    /// Nothing read in place is checked until the message is handed over: the bytes may land
+    /// and the message never come (its CRC failed, the connection broke), so only a receiver
+    /// that can take the message again, whole, elsewhere should take one.
+    fn in_place(&mut self, src: SocketAddr, head: &[u8], len: usize) -> bool {
+        let _ = (src, head, len);
+        false
+    }
+    /// Reads bytes of the message taken in place from `offset` on (past its head), at most
+    /// `max`, by calling `read` with where they belong; returns what `read` returned.
+    fn read_in_place(
+        &mut self,
+        src: SocketAddr,
+        head: &[u8],
+        offset: usize,
+        max: usize,
+        read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
+    ) -> std::io::Result<usize> {
+        let _ = (src, head, offset);
+        read(&mut vec![0; max])
+    }
+    /// The message taken in place is whole and checked, in the peer's send order: its bytes
+    /// past `head` are where [`RdReceiver::read_in_place`] put them.
+    fn placed(&mut self, src: SocketAddr, head: &[u8], len: usize) {
+        let _ = (src, head, len);
+    }
 }
 
 /// Most payload bytes kept of a segmented message's first segment, for [`RdReceiver::segment`].

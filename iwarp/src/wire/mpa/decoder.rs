@@ -34,6 +34,51 @@ pub struct FpduDecoder {
     /// Wire octets of the FPDU last handed out, released on the next call.
     handed_out: usize,
     failed: Option<Error>,
+    /// The pad and CRC of an FPDU whose ULPDU was taken past the decoder ([`Bypass`]), next
+    /// in the stream.
+    trailer: Option<Trailer>,
+    /// A ULPDU is being taken past the decoder: nothing is decoded until it is resumed.
+    bypassing: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Trailer {
+    pad: usize,
+    /// CRC32c over ULPDU_Length and the ULPDU, when CRCs are checked.
+    crc: Option<u32>,
+}
+
+/// The rest of an FPDU's ULPDU, read from the stream by the decoder's owner straight into
+/// where the octets belong instead of through the decoder's buffer. The owner reports each
+/// run of octets it took ([`Bypass::took`]), then hands the bypass back
+/// ([`FpduDecoder::resume`]) for the decoder to check the FPDU's CRC.
+#[derive(Debug)]
+pub struct Bypass {
+    rest: usize,
+    taken: usize,
+    trailer: Trailer,
+}
+
+impl Bypass {
+    /// ULPDU octets still in the stream.
+    pub fn rest(&self) -> usize {
+        self.rest
+    }
+
+    /// `bytes`, the next octets of the ULPDU, were taken from the stream.
+    ///
+    /// # Panics
+    /// If they are more than [`Bypass::rest`].
+    pub fn took(&mut self, bytes: &[u8]) {
+        self.rest = self
+            .rest
+            .checked_sub(bytes.len())
+            .expect("no more than the ULPDU's rest");
+        self.taken += bytes.len();
+        if let Some(c) = &mut self.trailer.crc {
+            *c = crc::crc32c_append(*c, bytes);
+        }
+    }
 }
 
 impl FpduDecoder {
@@ -50,6 +95,8 @@ impl FpduDecoder {
             pos: 0,
             handed_out: 0,
             failed: None,
+            trailer: None,
+            bypassing: false,
         }
     }
 
@@ -112,11 +159,110 @@ impl FpduDecoder {
         }
     }
 
+    /// The FPDU at the front, when it is incomplete, carries no markers and has its
+    /// ULPDU_Length here: its ULPDU length and the ULPDU octets received so far. Its owner may
+    /// then take the rest past the decoder ([`FpduDecoder::bypass`]).
+    pub fn partial(&self) -> Option<(usize, &[u8])> {
+        if self.markers || self.bypassing || self.trailer.is_some() || self.failed.is_some() {
+            return None;
+        }
+        let avail = &self.buf[self.start + self.handed_out..self.end];
+        let len = usize::from(u16::from_be_bytes(*avail.first_chunk::<LENGTH_LEN>()?));
+        let so_far = &avail[LENGTH_LEN..];
+        (len <= self.max_ulpdu && so_far.len() < len).then_some((len, so_far))
+    }
+
+    /// Takes the FPDU that [`FpduDecoder::partial`] shows out of the decoder, with the ULPDU
+    /// octets it holds (the owner used them first): the rest of the ULPDU is the owner's to
+    /// read from the stream. Then nothing can be decoded until [`FpduDecoder::resume`].
+    ///
+    /// # Panics
+    /// If [`FpduDecoder::partial`] shows nothing.
+    pub fn bypass(&mut self) -> Bypass {
+        let (len, so_far) = self.partial().expect("an incomplete FPDU at the front");
+        let crc = self.crc.then(|| {
+            let field = (len as u16).to_be_bytes();
+            crc::crc32c_append(crc::crc32c(&field), so_far)
+        });
+        let held = LENGTH_LEN + so_far.len();
+        let rest = len - so_far.len();
+        self.release();
+        self.start += held;
+        self.release_if_empty();
+        self.pos += held as u64;
+        self.bypassing = true;
+        Bypass {
+            rest,
+            taken: 0,
+            trailer: Trailer {
+                pad: super::pad_len(len),
+                crc,
+            },
+        }
+    }
+
+    /// The owner took the whole ULPDU of the bypassed FPDU: decoding goes on with the FPDU's pad
+    /// and CRC, checked with the next call to [`FpduDecoder::next_ulpdu`].
+    ///
+    /// # Panics
+    /// If octets of the ULPDU are still in the stream.
+    pub fn resume(&mut self, b: Bypass) {
+        assert_eq!(b.rest, 0, "the ULPDU is taken whole first");
+        self.pos += b.taken as u64;
+        self.trailer = Some(b.trailer);
+        self.bypassing = false;
+    }
+
+    /// After [`FpduDecoder::resume`]: checks the bypassed FPDU's pad and CRC. `Ok(true)` once
+    /// they checked out (or if none wait), `Ok(false)` until they have arrived; a bad CRC is
+    /// an error, as from [`FpduDecoder::next_ulpdu`].
+    pub fn check_bypassed(&mut self) -> Result<bool> {
+        self.release();
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if self.bypassing {
+            return Ok(false);
+        }
+        self.take_trailer()
+            .inspect_err(|e| self.failed = Some(e.clone()))
+    }
+
+    /// Checks and drops the pad and CRC of a bypassed FPDU: `Ok(false)` until they are here.
+    fn take_trailer(&mut self) -> Result<bool> {
+        let Some(t) = self.trailer else {
+            return Ok(true);
+        };
+        let need = t.pad + CRC_LEN;
+        let Some(trailer) = self.buf[self.start..self.end].get(..need) else {
+            return Ok(false);
+        };
+        if let Some(c) = t.crc {
+            let computed = crc::crc32c_append(c, &trailer[..t.pad]);
+            let mut received = [0; CRC_LEN];
+            received.copy_from_slice(&trailer[t.pad..]);
+            let received = crc::from_wire(received);
+            if computed != received {
+                return Err(Error::BadCrc { computed, received });
+            }
+        }
+        self.start += need;
+        self.pos += need as u64;
+        self.trailer = None;
+        self.release_if_empty();
+        Ok(true)
+    }
+
     /// Forgets the FPDU handed out last.
     fn release(&mut self) {
         self.start += self.handed_out;
         self.pos += self.handed_out as u64;
         self.handed_out = 0;
+        self.release_if_empty();
+    }
+
+    /// Starts the buffer afresh when nothing is in it.
+    fn release_if_empty(&mut self) {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -144,6 +290,9 @@ impl FpduDecoder {
 
     /// Decodes the FPDU at `start`: the ULPDU's range in `buf` and the FPDU's wire length.
     fn decode(&mut self) -> Result<Option<(Range<usize>, usize)>> {
+        if self.bypassing || !self.take_trailer()? {
+            return Ok(None);
+        }
         let avail = &self.buf[self.start..self.end];
         let header_off = marker::header_offset(self.markers, self.pos);
         if header_off > 0 {

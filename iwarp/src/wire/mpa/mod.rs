@@ -21,7 +21,7 @@ mod fpdu;
 pub mod marker;
 mod startup;
 
-pub use decoder::FpduDecoder;
+pub use decoder::{Bypass, FpduDecoder};
 pub use fpdu::{pad_len, FpduSender, Frame};
 pub use startup::{negotiate, FrameKind, IrdOrd, Negotiated, StartupFrame, StartupRepr};
 

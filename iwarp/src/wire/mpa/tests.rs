@@ -691,3 +691,135 @@ fn decoder_reads_straight_from_a_reader() {
     assert_eq!(rx.stream_pos(), wire.len() as u64);
     assert_eq!(rx.buffered(), 0);
 }
+
+// ---- ULPDUs taken past the decoder ----
+
+/// Decodes `wire` pushed `chunk` octets at a time; every `every`-th incomplete FPDU seen is
+/// bypassed, its rest taken from the stream in runs of at most `run` octets.
+fn decode_bypassing(
+    crc: bool,
+    wire: &[u8],
+    chunk: usize,
+    every: usize,
+    run: usize,
+) -> std::result::Result<(Vec<Vec<u8>>, usize), Error> {
+    let mut rx = FpduDecoder::new(false, crc);
+    let (mut got, mut at, mut seen, mut bypassed) = (Vec::new(), 0, 0, 0);
+    loop {
+        let n = chunk.min(wire.len() - at);
+        rx.push(&wire[at..at + n]);
+        at += n;
+        loop {
+            while let Some(u) = rx.next_ulpdu()? {
+                got.push(u.to_vec());
+            }
+            let Some((len, so_far)) = rx.partial() else {
+                break;
+            };
+            seen += 1;
+            if seen % every != 0 {
+                break;
+            }
+            let mut ulpdu = so_far.to_vec();
+            let mut b = rx.bypass();
+            assert_eq!(b.rest(), len - ulpdu.len());
+            assert!(rx.partial().is_none() && rx.next_ulpdu()?.is_none());
+            while b.rest() > 0 {
+                let k = b.rest().min(run);
+                b.took(&wire[at..at + k]);
+                ulpdu.extend_from_slice(&wire[at..at + k]);
+                at += k;
+            }
+            rx.resume(b);
+            got.push(ulpdu);
+            bypassed += 1;
+        }
+        if at == wire.len() {
+            while let Some(u) = rx.next_ulpdu()? {
+                got.push(u.to_vec());
+            }
+            assert_eq!(rx.buffered(), 0);
+            assert_eq!(rx.stream_pos(), wire.len() as u64);
+            return Ok((got, bypassed));
+        }
+    }
+}
+
+#[test]
+fn ulpdus_taken_past_the_decoder_come_out_whole_at_every_cut() {
+    let ulpdus: Vec<Vec<u8>> = [1, 2, 3, 4, 5, 1000, 60_000, 7, 65_000, 0, 4093]
+        .iter()
+        .map(|&n| pattern(n))
+        .collect();
+    let parts: Vec<&[u8]> = ulpdus.iter().map(Vec::as_slice).collect();
+    for crc in [false, true] {
+        let wire = encode_all(false, crc, &parts);
+        for chunk in [1, 3, 6, 100, 4096, 70_000] {
+            for every in [1, 2, 3] {
+                for run in [1, 5, 65_536] {
+                    let (got, bypassed) = decode_bypassing(crc, &wire, chunk, every, run)
+                        .unwrap_or_else(|e| panic!("crc {crc} chunk {chunk}: {e:?}"));
+                    assert!(
+                        got == ulpdus,
+                        "crc {crc} chunk {chunk} every {every} run {run}"
+                    );
+                    if chunk < 60_000 && every == 1 {
+                        assert!(bypassed >= 2, "chunk {chunk}: {bypassed}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_flipped_octet_in_a_bypassed_ulpdu_fails_the_crc() {
+    let big = pattern(5000);
+    let parts: [&[u8]; 3] = [b"ab", &big, b"cd"];
+    let clean = encode_all(false, true, &parts);
+    let (got, bypassed) = decode_bypassing(true, &clean, 1000, 1, 300).unwrap();
+    assert_eq!((got.len(), bypassed), (3, 1));
+    // Octets of the big FPDU: its length, the part in the decoder, the part taken past it,
+    // the pad and the CRC.
+    let start = 2 + 2 + super::pad_len(2) + 4;
+    for at in [
+        start,
+        start + 2 + 10,
+        start + 2 + 2000,
+        start + 2 + 5000 + 3,
+    ] {
+        let mut wire = clean.clone();
+        wire[at] ^= 0x10;
+        match decode_bypassing(true, &wire, 1000, 1, 300) {
+            Err(Error::BadCrc { .. }) | Err(Error::BadLength(_)) => {}
+            other => panic!("octet {at}: {other:?}"),
+        }
+        // Unchecked, the flip passes.
+        if at > start + 1 {
+            let wire = {
+                let mut w = encode_all(false, false, &parts);
+                w[at] ^= 0x10;
+                w
+            };
+            assert!(decode_bypassing(false, &wire, 1000, 1, 300).is_ok());
+        }
+    }
+}
+
+#[test]
+fn nothing_is_bypassed_with_markers_or_before_the_length_arrives() {
+    let wire = encode_all(true, true, &[&pattern(3000)]);
+    let mut rx = FpduDecoder::new(true, true);
+    rx.push(&wire[..1000]);
+    assert_eq!(rx.next_ulpdu(), Ok(None));
+    assert!(rx.partial().is_none());
+    let wire = encode_all(false, true, &[&pattern(3000)]);
+    let mut rx = FpduDecoder::new(false, true);
+    rx.push(&wire[..1]);
+    assert!(rx.partial().is_none());
+    rx.push(&wire[1..2]);
+    assert_eq!(rx.partial(), Some((3000, &[][..])));
+    // Complete but for its pad and CRC: nothing of the ULPDU is left to take.
+    rx.push(&wire[2..3002]);
+    assert!(rx.partial().is_none());
+}
