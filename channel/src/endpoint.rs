@@ -461,7 +461,7 @@ impl Endpoint {
                 data: d.stats(),
                 peers: d.peer_stats(),
                 paths: d.path_counters(),
-                queue_pair: d.rd_stats().unwrap_or_default(),
+                queue_pair: d.rd_stats(),
                 faults: d.fault_stats(),
                 progress_wakes: self.wakes.load(Ordering::Relaxed),
             };

@@ -13,20 +13,20 @@ fn faults_come_from_the_environment() {
         seed: 3,
         ..FaultConfig::default()
     };
-    let mut a = QueuePair::create(QpType::Ud, QpConfig::default()).unwrap();
+    let mut a = UdQp::create(QpConfig::default()).unwrap();
     assert_eq!(a.config().faults, Some(want));
     // A configuration in code wins; RC has no datagrams to fault.
     let explicit = QpConfig {
         faults: Some(FaultConfig::default()),
         ..QpConfig::default()
     };
-    let rd = QueuePair::create(QpType::Rd, explicit).unwrap();
+    let rd = RdQp::create(explicit).unwrap();
     assert_eq!(rd.config().faults, Some(FaultConfig::default()));
-    let rc = QueuePair::create(QpType::Rc, QpConfig::default()).unwrap();
+    let rc = RcQp::create(QpConfig::default()).unwrap();
     assert_eq!(rc.config().faults, None);
 
     // drop=1: nothing arrives, and the counters say why.
-    let mut b = QueuePair::create(QpType::Ud, QpConfig::default()).unwrap();
+    let mut b = UdQp::create(QpConfig::default()).unwrap();
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     a.bind_udp(local).unwrap();
     let b_addr = b.bind_udp(local).unwrap();
@@ -59,14 +59,14 @@ fn faults_come_from_the_environment() {
         ("reorder_k=0", "`reorder_k`"),
     ] {
         std::env::set_var(FAULTS_ENV, spec);
-        let e = QueuePair::create(QpType::Rd, QpConfig::default()).unwrap_err();
+        let e = RdQp::create(QpConfig::default()).unwrap_err();
         assert!(
             matches!(&e, VerbsError::InvalidArgument(m) if m.contains(key) && m.contains(FAULTS_ENV)),
             "{spec}: {e}"
         );
     }
     std::env::set_var(FAULTS_ENV, "  ");
-    let quiet = QueuePair::create(QpType::Ud, QpConfig::default()).unwrap();
+    let quiet = UdQp::create(QpConfig::default()).unwrap();
     assert_eq!(quiet.config().faults, None);
     std::env::remove_var(FAULTS_ENV);
 }

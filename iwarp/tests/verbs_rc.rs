@@ -27,16 +27,16 @@ fn cfg(markers: bool, crc: bool) -> QpConfig {
 }
 
 /// A connected pair: `a` initiated, `b` accepted; private data checked both ways.
-fn rc_pair(ca: QpConfig, cb: QpConfig) -> (QueuePair, QueuePair) {
+fn rc_pair(ca: QpConfig, cb: QpConfig) -> (RcQp, RcQp) {
     let listener = TcpListener::bind(localhost()).unwrap();
     let addr = listener.local_addr().unwrap();
     let acceptor = thread::spawn(move || {
-        let mut b = QueuePair::create(QpType::Rc, cb).unwrap();
+        let mut b = RcQp::create(cb).unwrap();
         let (_, pd) = b.accept_with_private_data(&listener, b"from b").unwrap();
         assert_eq!(pd, b"from a");
         b
     });
-    let mut a = QueuePair::create(QpType::Rc, ca).unwrap();
+    let mut a = RcQp::create(ca).unwrap();
     let pd = a.connect(addr, b"from a").unwrap();
     assert_eq!(pd, b"from b");
     let b = acceptor.join().unwrap();
@@ -49,7 +49,7 @@ fn rc_pair(ca: QpConfig, cb: QpConfig) -> (QueuePair, QueuePair) {
 
 /// Sends every message from `tx` to `rx` (receive buffers of `buf_len`, or the message's own
 /// size when `None`), driving both sides until all completions are in; checks every byte.
-fn transfer(tx: &mut QueuePair, rx: &mut QueuePair, msgs: &[Vec<u8>], buf_len: Option<usize>) {
+fn transfer(tx: &mut RcQp, rx: &mut RcQp, msgs: &[Vec<u8>], buf_len: Option<usize>) {
     for (i, m) in msgs.iter().enumerate() {
         let len = buf_len.unwrap_or(m.len());
         post_buf(rx, 10_000 + i as u64, vec![0xEE; len]);
@@ -101,7 +101,7 @@ fn transfer(tx: &mut QueuePair, rx: &mut QueuePair, msgs: &[Vec<u8>], buf_len: O
 }
 
 /// Polls until one completion arrives; panics after the deadline.
-fn wait_one(qp: &mut QueuePair) -> WorkCompletion {
+fn wait_one(qp: &mut RcQp) -> WorkCompletion {
     wait_one_within(qp, DEADLINE)
 }
 
@@ -127,7 +127,7 @@ fn sizes(seg: usize) -> Vec<usize> {
 
 fn all_sizes_both_ways(markers: bool, crc: bool) {
     let (mut a, mut b) = rc_pair(cfg(markers, crc), cfg(markers, crc));
-    let s = a.rc_settings().unwrap();
+    let s = a.settings().unwrap();
     assert_eq!(
         (s.markers_tx, s.markers_rx, s.crc, s.revision),
         (markers, markers, crc, 2)
@@ -170,8 +170,8 @@ fn asymmetric_wishes() {
     // a wants markers toward itself and no CRC; b wants CRC: CRC wins both ways, markers
     // only flow b → a.
     let (mut a, mut b) = rc_pair(cfg(true, false), cfg(false, true));
-    let sa = a.rc_settings().unwrap();
-    let sb = b.rc_settings().unwrap();
+    let sa = a.settings().unwrap();
+    let sb = b.settings().unwrap();
     assert_eq!((sa.markers_tx, sa.markers_rx, sa.crc), (false, true, true));
     assert_eq!((sb.markers_tx, sb.markers_rx, sb.crc), (true, false, true));
     assert_eq!(sa.segment_payload, RC_MAX_SEGMENT_PAYLOAD);
@@ -193,7 +193,7 @@ fn small_segments() {
             ..QpConfig::default()
         };
         let (mut a, mut b) = rc_pair(c.clone(), c);
-        assert_eq!(a.rc_settings().unwrap().segment_payload, 1000);
+        assert_eq!(a.settings().unwrap().segment_payload, 1000);
         let msgs: Vec<Vec<u8>> = (0..3000)
             .step_by(97)
             .chain([100_000])
@@ -232,7 +232,7 @@ fn receive_too_small_keeps_the_stream_usable() {
         ..QpConfig::default()
     };
     let (mut a, mut b) = rc_pair(c.clone(), c);
-    let send = |qp: &mut QueuePair, data: &[u8]| {
+    let send = |qp: &mut RcQp, data: &[u8]| {
         qp.post_send(SendWr {
             wr_id: 0,
             opcode: SendOpcode::Send,
@@ -273,13 +273,13 @@ fn solicited_and_posting_before_connect() {
     let listener = TcpListener::bind(localhost()).unwrap();
     let addr = listener.local_addr().unwrap();
     let acceptor = thread::spawn(move || {
-        let mut b = QueuePair::create(QpType::Rc, QpConfig::default()).unwrap();
+        let mut b = RcQp::create(QpConfig::default()).unwrap();
         // A receive posted in Init is there when the connection comes up.
         post_buf(&mut b, 9, vec![0; 16]);
         b.accept(&listener).unwrap();
         b
     });
-    let mut a = QueuePair::create(QpType::Rc, QpConfig::default()).unwrap();
+    let mut a = RcQp::create(QpConfig::default()).unwrap();
     let err = post_x(&mut a, 1, None).unwrap_err();
     assert_invalid_state(&err, QpState::Init);
     assert!(a.connect(addr, &[]).unwrap().is_empty());
@@ -485,11 +485,11 @@ fn send_seg(msn: u32, mo: u32, last: bool) -> SegmentRepr {
 }
 
 /// A queue pair accepting on a background thread; the test plays the initiator.
-fn accept_in_thread(config: QpConfig) -> (SocketAddr, thread::JoinHandle<QueuePair>) {
+fn accept_in_thread(config: QpConfig) -> (SocketAddr, thread::JoinHandle<RcQp>) {
     let listener = TcpListener::bind(localhost()).unwrap();
     let addr = listener.local_addr().unwrap();
     let t = thread::spawn(move || {
-        let mut b = QueuePair::create(QpType::Rc, config).unwrap();
+        let mut b = RcQp::create(config).unwrap();
         let (_, pd) = b.accept(&listener).unwrap();
         assert_eq!(pd, b"raw");
         b
@@ -499,7 +499,7 @@ fn accept_in_thread(config: QpConfig) -> (SocketAddr, thread::JoinHandle<QueuePa
 
 /// A default queue pair accepted from a raw initiator (revision 2, no markers, CRC as
 /// `crc` asks), with `receives` receives of 1000 bytes posted (work requests 1, 2, ...).
-fn raw_initiator(crc: bool, receives: u64) -> (RawPeer, QueuePair) {
+fn raw_initiator(crc: bool, receives: u64) -> (RawPeer, RcQp) {
     let (addr, t) = accept_in_thread(QpConfig::default());
     let (raw, _) = RawPeer::connect(addr, false, crc, 2);
     let mut b = t.join().unwrap();
@@ -519,13 +519,13 @@ fn wire_format_of_sends() {
             max_ulpdu: 4000,
             ..QpConfig::default()
         };
-        let mut qp = QueuePair::create(QpType::Rc, c).unwrap();
+        let mut qp = RcQp::create(c).unwrap();
         assert_eq!(qp.connect(addr, b"qp").unwrap(), b"raw");
         let (mut raw, req) = peer.join().unwrap();
         assert_eq!((req.revision, req.crc, req.markers), (2, true, false));
         assert!(req.ird_ord.is_some());
         assert_eq!(req.private_data, b"qp");
-        assert_eq!(qp.rc_settings().unwrap().markers_tx, markers);
+        assert_eq!(qp.settings().unwrap().markers_tx, markers);
         assert_eq!(raw.negotiated.markers_rx, markers);
         for (msn, len) in [(1u32, 10_000usize), (2, 0), (3, 4000)] {
             let data = pattern(len, msn as u8);
@@ -575,7 +575,7 @@ fn revision_1_and_enhanced_replies() {
         assert_eq!(reply.revision, rev);
         assert_eq!(reply.ird_ord.is_some(), rev == 2);
         assert!(reply.crc, "the queue pair's CRC wish is in the reply");
-        assert_eq!(b.rc_settings().unwrap().revision, rev);
+        assert_eq!(b.settings().unwrap().revision, rev);
         // The raw peer's first FPDU arrives intact.
         let fpdu = raw.fpdu(send_seg(1, 0, true), b"first");
         raw.stream.write_all(&fpdu).unwrap();
@@ -589,8 +589,8 @@ fn revision_1_and_enhanced_replies() {
         ..QpConfig::default()
     };
     let (mut a, mut b) = rc_pair(c1, QpConfig::default());
-    assert_eq!(a.rc_settings().unwrap().revision, 1);
-    assert_eq!(b.rc_settings().unwrap().revision, 1);
+    assert_eq!(a.settings().unwrap().revision, 1);
+    assert_eq!(b.settings().unwrap().revision, 1);
     transfer(&mut a, &mut b, &[pattern(100_000, 1)], None);
 }
 
@@ -644,7 +644,7 @@ fn send_to_a_reset_peer_completes_in_error() {
     let listener = TcpListener::bind(localhost()).unwrap();
     let addr = listener.local_addr().unwrap();
     let peer = thread::spawn(move || RawPeer::accept(&listener, false, false));
-    let mut qp = QueuePair::create(QpType::Rc, QpConfig::default()).unwrap();
+    let mut qp = RcQp::create(QpConfig::default()).unwrap();
     qp.connect(addr, &[]).unwrap();
     let (raw, _) = peer.join().unwrap();
     raw.reset();
@@ -785,7 +785,7 @@ fn rejected_connect() {
     let mut rep = frame(FrameKind::Reply, false, false, 2, b"go away");
     rep.reject = true;
     let addr = raw_server(rep.emit().unwrap());
-    let mut qp = QueuePair::create(QpType::Rc, short_timeout()).unwrap();
+    let mut qp = RcQp::create(short_timeout()).unwrap();
     let start = Instant::now();
     let err = qp.connect(addr, b"hello").unwrap_err();
     assert!(
@@ -799,7 +799,7 @@ fn rejected_connect() {
 #[test]
 fn garbage_reply() {
     let addr = raw_server(b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec());
-    let mut qp = QueuePair::create(QpType::Rc, short_timeout()).unwrap();
+    let mut qp = RcQp::create(short_timeout()).unwrap();
     let err = qp.connect(addr, &[]).unwrap_err();
     assert!(
         matches!(err, VerbsError::Mpa(iwarp::wire::Error::BadMpaKey)),
@@ -811,7 +811,7 @@ fn garbage_reply() {
 fn request_where_a_reply_belongs() {
     let req = frame(FrameKind::Request, false, false, 2, b"");
     let addr = raw_server(req.emit().unwrap());
-    let mut qp = QueuePair::create(QpType::Rc, short_timeout()).unwrap();
+    let mut qp = RcQp::create(short_timeout()).unwrap();
     let err = qp.connect(addr, &[]).unwrap_err();
     assert!(matches!(err, VerbsError::Startup(_)), "{err:?}");
 }
@@ -819,7 +819,7 @@ fn request_where_a_reply_belongs() {
 #[test]
 fn silent_responder_times_out() {
     let addr = raw_server(Vec::new());
-    let mut qp = QueuePair::create(QpType::Rc, short_timeout()).unwrap();
+    let mut qp = RcQp::create(short_timeout()).unwrap();
     let start = Instant::now();
     let err = qp.connect(addr, &[]).unwrap_err();
     assert!(matches!(err, VerbsError::Timeout), "{err:?}");
@@ -833,7 +833,7 @@ fn silent_responder_times_out() {
 #[test]
 fn accept_times_out_without_a_client() {
     let listener = TcpListener::bind(localhost()).unwrap();
-    let mut qp = QueuePair::create(QpType::Rc, short_timeout()).unwrap();
+    let mut qp = RcQp::create(short_timeout()).unwrap();
     let start = Instant::now();
     let err = qp.accept(&listener).unwrap_err();
     assert!(matches!(err, VerbsError::Timeout), "{err:?}");
@@ -857,7 +857,7 @@ fn accept_rejects_garbage_and_silence() {
         wrong.write_all(&reply.emit().unwrap()).unwrap();
         thread::sleep(Duration::from_secs(2));
     });
-    let mut qp = QueuePair::create(QpType::Rc, short_timeout()).unwrap();
+    let mut qp = RcQp::create(short_timeout()).unwrap();
     let err = qp.accept(&listener).unwrap_err();
     assert!(
         matches!(err, VerbsError::Mpa(iwarp::wire::Error::BadMpaKey)),
@@ -879,6 +879,6 @@ fn connection_refused() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let mut qp = QueuePair::create(QpType::Rc, short_timeout()).unwrap();
+    let mut qp = RcQp::create(short_timeout()).unwrap();
     assert!(matches!(qp.connect(addr, &[]), Err(VerbsError::Io(_))));
 }

@@ -31,7 +31,7 @@ impl RdReceiver for Collect {
 }
 
 /// A connected RC pair, markers and CRC as asked.
-fn rc_pair(markers: bool, crc: bool) -> (QueuePair, QueuePair) {
+fn rc_pair(markers: bool, crc: bool) -> (RcQp, RcQp) {
     let config = QpConfig {
         markers,
         crc,
@@ -42,17 +42,17 @@ fn rc_pair(markers: bool, crc: bool) -> (QueuePair, QueuePair) {
     let addr = listener.local_addr().unwrap();
     let c = config.clone();
     let server = std::thread::spawn(move || {
-        let mut qp = QueuePair::create(QpType::Rc, c).unwrap();
+        let mut qp = RcQp::create(c).unwrap();
         qp.accept(&listener).unwrap();
         qp
     });
-    let mut client = QueuePair::create(QpType::Rc, config).unwrap();
+    let mut client = RcQp::create(config).unwrap();
     client.connect(addr, &[]).unwrap();
     (client, server.join().unwrap())
 }
 
 /// Polls `a` and `b` (receiver mode) until `n` messages arrived at `b`, within 30 s.
-fn collect(a: &mut QueuePair, b: &mut QueuePair, n: usize) -> Collect {
+fn collect(a: &mut RcQp, b: &mut RcQp, n: usize) -> Collect {
     let mut r = Collect::default();
     let mut wcs = vec![];
     let deadline = Instant::now() + Duration::from_secs(30);

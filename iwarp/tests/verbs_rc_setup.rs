@@ -90,8 +90,8 @@ fn many_connections_set_up_in_one_thread_carry_messages() {
     let mut qps = Vec::new();
     for (setup, est) in all.into_iter().zip(ests) {
         let est = est.expect("established");
-        let mut qp = QueuePair::create(QpType::Rc, config()).unwrap();
-        let pd = qp.finish_rc(setup.unwrap(), est).unwrap();
+        let mut qp = RcQp::create(config()).unwrap();
+        let pd = qp.finish(setup.unwrap(), est).unwrap();
         assert_eq!(qp.state(), QpState::Rts);
         qps.push((qp, pd));
     }
@@ -111,7 +111,7 @@ fn many_connections_set_up_in_one_thread_carry_messages() {
 }
 
 /// A 70 000-byte message from `tx` to `rx`, every byte checked.
-fn ping(tx: &mut QueuePair, rx: &mut QueuePair, seed: u8) {
+fn ping(tx: &mut RcQp, rx: &mut RcQp, seed: u8) {
     let msg: Vec<u8> = (0..70_000u32)
         .map(|k| (k as u8).wrapping_mul(7) ^ seed)
         .collect();

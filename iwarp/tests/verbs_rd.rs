@@ -12,13 +12,13 @@ fn localhost() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
-fn rd(config: &QpConfig) -> QueuePair {
-    let mut qp = QueuePair::create(QpType::Rd, config.clone()).unwrap();
+fn rd(config: &QpConfig) -> RdQp {
+    let mut qp = RdQp::create(config.clone()).unwrap();
     qp.bind_udp(localhost()).unwrap();
     qp
 }
 
-fn ah_of(qp: &QueuePair) -> AddressHandle {
+fn ah_of(qp: &RdQp) -> AddressHandle {
     AddressHandle::new(qp.local_addr().unwrap(), qp.qpn())
 }
 
@@ -35,7 +35,7 @@ fn pattern(len: usize, seq: u64) -> Vec<u8> {
         .collect()
 }
 
-fn send(qp: &mut QueuePair, to: AddressHandle, wr_id: u64, data: &[u8], signaled: bool) {
+fn send(qp: &mut RdQp, to: AddressHandle, wr_id: u64, data: &[u8], signaled: bool) {
     qp.post_send(SendWr {
         wr_id,
         opcode: SendOpcode::Send,
@@ -46,7 +46,7 @@ fn send(qp: &mut QueuePair, to: AddressHandle, wr_id: u64, data: &[u8], signaled
     .unwrap();
 }
 
-fn post(qp: &mut QueuePair, wr_id: u64, len: usize) {
+fn post(qp: &mut RdQp, wr_id: u64, len: usize) {
     qp.post_recv(RecvWr {
         wr_id,
         buf: vec![0xEE; len],
@@ -56,7 +56,7 @@ fn post(qp: &mut QueuePair, wr_id: u64, len: usize) {
 
 /// Polls every queue pair in turn until `done` says so; panics past `limit`.
 fn pump(
-    qps: &mut [&mut QueuePair],
+    qps: &mut [&mut RdQp],
     got: &mut [Vec<WorkCompletion>],
     limit: Duration,
     mut done: impl FnMut(&[Vec<WorkCompletion>]) -> bool,
@@ -132,14 +132,14 @@ fn every_size_round_trips_whole() {
         assert_eq!(wc.buf.as_ref().unwrap().len(), buf_len);
         assert!(wc.data() == &data[..], "size {size}: contents differ");
     }
-    let s = a.rd_stats().unwrap();
+    let s = a.stats();
     assert_eq!(s.peers, 1);
     assert_eq!(
         s.handshake_failures + s.peer_failures + s.protocol_errors,
         0
     );
-    assert_eq!(b.rd_stats().unwrap().protocol_errors, 0);
-    assert_eq!(b.rd_bound_receives(), 0);
+    assert_eq!(b.stats().protocol_errors, 0);
+    assert_eq!(b.bound_receives(), 0);
 }
 
 #[test]
@@ -173,13 +173,13 @@ fn prefixed_sends_arrive_as_prefix_then_data() {
 }
 
 /// Two queue pairs whose session is up: one message went from the first to the second.
-fn connected(c: &QpConfig) -> (QueuePair, QueuePair, AddressHandle) {
+fn connected(c: &QpConfig) -> (RdQp, RdQp, AddressHandle) {
     connected_as(c, c)
 }
 
 /// Two queue pairs, `a` configured as `ca` and `b` as `cb`, after `a` greeted `b` (HELLO, then
 /// HELLO-ACK) with a first message that arrived.
-fn connected_as(ca: &QpConfig, cb: &QpConfig) -> (QueuePair, QueuePair, AddressHandle) {
+fn connected_as(ca: &QpConfig, cb: &QpConfig) -> (RdQp, RdQp, AddressHandle) {
     let (mut a, mut b) = (rd(ca), rd(cb));
     let to_b = ah_of(&b);
     post(&mut b, 0, 10);
@@ -200,7 +200,7 @@ fn corked_sends_wait_for_uncork_then_arrive_in_order() {
     for (i, &size) in sizes.iter().enumerate() {
         post(&mut b, 1 + i as u64, size);
     }
-    let read_before = b.rd_stats().unwrap().datagrams_read;
+    let read_before = b.stats().datagrams_read;
     a.cork();
     for (i, &size) in sizes.iter().enumerate() {
         send(&mut a, to_b, 1 + i as u64, &pattern(size, i as u64), true);
@@ -212,7 +212,7 @@ fn corked_sends_wait_for_uncork_then_arrive_in_order() {
         b.poll_cq(&mut out, 8).unwrap();
     }
     assert!(out.is_empty(), "corked sends arrived: {out:?}");
-    assert_eq!(b.rd_stats().unwrap().datagrams_read, read_before);
+    assert_eq!(b.stats().datagrams_read, read_before);
     a.uncork();
     let mut got = [Vec::new(), Vec::new()];
     pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
@@ -264,7 +264,7 @@ fn limits_and_a_missing_address_handle() {
 /// Drives a two-way exchange of `n` messages per direction with sizes from `size_of` (sent
 /// with `post_send` and `post_send_owned` in turn), keeping `depth` receives posted and up to `max_send_wr` sends outstanding; checks every
 /// message arrives once, intact, in order.
-fn exchange(a: &mut QueuePair, b: &mut QueuePair, n: u64, depth: usize, size_of: fn(u64) -> usize) {
+fn exchange(a: &mut RdQp, b: &mut RdQp, n: u64, depth: usize, size_of: fn(u64) -> usize) {
     let max_size = (0..n).map(size_of).max().unwrap();
     let ah = [ah_of(b), ah_of(a)];
     let srcs = [a.local_addr(), b.local_addr()];
@@ -328,10 +328,10 @@ fn exchange(a: &mut QueuePair, b: &mut QueuePair, n: u64, depth: usize, size_of:
         assert!(
             start.elapsed() < DEADLINE,
             "stuck: received {next_recv:?}, acked {acked:?}, sent {next_send:?}\n{:?}\n{:?}\n{:?} {:?}",
-            qps[0].rd_stats(),
-            qps[1].rd_stats(),
-            qps[0].rd_bound_receives(),
-            qps[1].rd_bound_receives(),
+            qps[0].stats(),
+            qps[1].stats(),
+            qps[0].bound_receives(),
+            qps[1].bound_receives(),
         );
     }
 }
@@ -354,7 +354,7 @@ fn many_messages_in_flight_both_ways() {
     let (mut a, mut b) = (rd(&c), rd(&c));
     exchange(&mut a, &mut b, 2000, 64, mixed_size);
     for qp in [&a, &b] {
-        let s = qp.rd_stats().unwrap();
+        let s = qp.stats();
         assert_eq!(s.messages_delivered, 2000, "{s:?}");
         assert_eq!(s.protocol_errors, 0);
         // 256 sends of up to 200 kB outrun the 8 MiB send buffer: the queue pair held them.
@@ -378,7 +378,7 @@ fn ethernet_sized_datagrams_leave_in_gso_runs_and_come_in_gro_runs() {
     let (mut a, mut b) = (rd(&c), rd(&c));
     exchange(&mut a, &mut b, 1000, 64, mixed_size);
     for qp in [&a, &b] {
-        let s = qp.rd_stats().unwrap();
+        let s = qp.stats();
         assert_eq!(s.messages_delivered, 1000, "{s:?}");
         assert_eq!((s.protocol_errors, s.send_errors), (0, 0), "{s:?}");
         assert_eq!(s.max_datagram_size, 1472);
@@ -449,7 +449,7 @@ fn faulty(seed: u64) -> QpConfig {
 fn faults_lose_corrupt_and_duplicate_nothing() {
     let (mut a, mut b) = (rd(&faulty(1)), rd(&faulty(2)));
     exchange(&mut a, &mut b, 600, 32, mixed_size);
-    let (sa, sb) = (a.rd_stats().unwrap(), b.rd_stats().unwrap());
+    let (sa, sb) = (a.stats(), b.stats());
     let (fa, fb) = (a.fault_stats().unwrap(), b.fault_stats().unwrap());
     for (s, f) in [(&sa, &fa), (&sb, &fb)] {
         assert!(
@@ -485,7 +485,7 @@ fn a_side_without_crc_gets_one_from_a_side_that_asks() {
     };
     let (mut a, mut b) = (rd(&corrupting(3, true)), rd(&corrupting(4, false)));
     exchange(&mut a, &mut b, 600, 32, mixed_size);
-    let (sa, sb) = (a.rd_stats().unwrap(), b.rd_stats().unwrap());
+    let (sa, sb) = (a.stats(), b.stats());
     for s in [&sa, &sb] {
         assert_eq!(s.messages_delivered, 600);
         assert!(s.dropped_checksum > 0, "{s:?}");
@@ -508,7 +508,7 @@ fn peers_on_one_host_skip_the_crc_unless_a_side_asks_for_it_there() {
         let (mut a, mut b) = (rd(&with(sa)), rd(&with(sb)));
         exchange(&mut a, &mut b, 50, 8, mixed_size);
         for qp in [&a, &b] {
-            let s = qp.rd_stats().unwrap();
+            let s = qp.stats();
             assert_eq!(s.messages_delivered, 50);
             assert_eq!((s.peers, s.crc_peers), (1, want), "{sa} {sb}: {s:?}");
         }
@@ -517,7 +517,7 @@ fn peers_on_one_host_skip_the_crc_unless_a_side_asks_for_it_there() {
     for (sa, sb, want) in [(false, false, 0), (true, false, 1), (false, true, 1)] {
         let (a, b, _) = connected_as(&with(sa), &with(sb));
         for qp in [&a, &b] {
-            assert_eq!(qp.rd_stats().unwrap().crc_peers, want, "{sa} {sb}");
+            assert_eq!(qp.stats().crc_peers, want, "{sa} {sb}");
         }
     }
     // Without a handshake the exemption cannot be agreed on: both ends follow `crc` alone,
@@ -525,8 +525,8 @@ fn peers_on_one_host_skip_the_crc_unless_a_side_asks_for_it_there() {
     let (mut a, mut b) = (rd(&with(false)), rd(&with(true)));
     pre_seed(&mut a, &mut b);
     exchange(&mut a, &mut b, 50, 8, mixed_size);
-    assert_eq!(a.rd_stats().unwrap().crc_peers, 1);
-    assert_eq!(b.rd_stats().unwrap().crc_peers, 1);
+    assert_eq!(a.stats().crc_peers, 1);
+    assert_eq!(b.stats().crc_peers, 1);
     // Faults stand for a wire: a queue pair with them asks whatever its setting.
     let faulty = QpConfig {
         crc_same_host: false,
@@ -539,8 +539,8 @@ fn peers_on_one_host_skip_the_crc_unless_a_side_asks_for_it_there() {
     };
     let (mut a, mut b) = (rd(&faulty), rd(&with(false)));
     exchange(&mut a, &mut b, 50, 8, mixed_size);
-    assert_eq!(a.rd_stats().unwrap().crc_peers, 1);
-    assert_eq!(b.rd_stats().unwrap().crc_peers, 1);
+    assert_eq!(a.stats().crc_peers, 1);
+    assert_eq!(b.stats().crc_peers, 1);
 }
 
 fn short_limit() -> QpConfig {
@@ -582,7 +582,7 @@ fn a_peer_that_never_answers_fails_the_send() {
             (2, WcStatus::TransportError, 100_000)
         ]
     );
-    let s = a.rd_stats().unwrap();
+    let s = a.stats();
     assert_eq!(s.handshake_failures, 1);
     assert!(s.control_sent >= 4, "HELLO resent with backoff: {s:?}");
     assert_eq!(s.peers, 0);
@@ -610,7 +610,7 @@ fn a_peer_that_vanishes_fails_pending_sends() {
         ends,
         [(2, WcStatus::TransportError), (3, WcStatus::TransportError)]
     );
-    assert_eq!(a.rd_stats().unwrap().peer_failures, 1);
+    assert_eq!(a.stats().peer_failures, 1);
     // The queue pair still works: a new peer gets a new session.
     let mut c2 = rd(&c);
     post(&mut c2, 7, 4);
@@ -736,12 +736,12 @@ fn two_senders_to(rc: &QpConfig) -> RdStats {
         assert!(start.elapsed() < DEADLINE, "stuck at {got_from:?}");
     }
     for qp in [&a, &b] {
-        let s = qp.rd_stats().unwrap();
+        let s = qp.stats();
         assert_eq!(s.connected_peers, 1);
         // Their data left from it.
         assert!(s.connected_sends >= n, "{s:?}");
     }
-    let s = r.rd_stats().unwrap();
+    let s = r.stats();
     assert_eq!((s.peers, s.send_errors), (2, 0), "{s:?}");
     s
 }
@@ -764,7 +764,7 @@ fn data_waits_for_receives(c: &QpConfig, n: u64, size: fn(u64) -> usize, room: u
     assert!(got[1].is_empty());
     let acked = got[0].len() as u64;
     assert!(acked < n, "{acked} sends completed with no receive posted");
-    let s = b.rd_stats().unwrap();
+    let s = b.stats();
     assert!(s.parked > 0, "{s:?}");
     for i in 0..n {
         post(&mut b, 1000 + i, room);
@@ -780,8 +780,8 @@ fn data_waits_for_receives(c: &QpConfig, n: u64, size: fn(u64) -> usize, room: u
     for (seq, wc) in got[0].iter().enumerate() {
         assert_eq!((wc.wr_id, wc.status), (seq as u64, WcStatus::Success));
     }
-    assert_eq!(b.rd_bound_receives(), 0);
-    b.rd_stats().unwrap()
+    assert_eq!(b.bound_receives(), 0);
+    b.stats()
 }
 
 #[test]
@@ -799,15 +799,15 @@ fn without_posted_receives_data_waits_and_nothing_is_lost() {
 }
 
 /// Gives `a` and `b` a session without a handshake; returns `a`'s ids.
-fn pre_seed(a: &mut QueuePair, b: &mut QueuePair) -> SessionIds {
+fn pre_seed(a: &mut RdQp, b: &mut RdQp) -> SessionIds {
     let ids = SessionIds {
         local_id: 0x1111,
         local_epoch: 7,
         remote_id: 0x2222,
         remote_epoch: 9,
     };
-    a.rd_set_peer(ah_of(b), ids).unwrap();
-    b.rd_set_peer(ah_of(a), ids.mirrored()).unwrap();
+    a.set_peer(ah_of(b), ids).unwrap();
+    b.set_peer(ah_of(a), ids.mirrored()).unwrap();
     ids
 }
 
@@ -816,7 +816,7 @@ fn pre_seeded_ids_skip_the_handshake() {
     let c = QpConfig::default();
     let (mut a, mut b) = (rd(&c), rd(&c));
     let ids = pre_seed(&mut a, &mut b);
-    assert_eq!(a.rd_peer_ids(b.local_addr().unwrap()), Some(ids));
+    assert_eq!(a.peer_ids(b.local_addr().unwrap()), Some(ids));
     post(&mut b, 1, 64);
     a.post_send(SendWr {
         wr_id: 9,
@@ -833,10 +833,10 @@ fn pre_seeded_ids_skip_the_handshake() {
     assert_eq!(got[1][0].data(), b"pre-seeded");
     assert!(got[1][0].solicited);
     for qp in [&a, &b] {
-        let s = qp.rd_stats().unwrap();
+        let s = qp.stats();
         assert_eq!((s.control_sent, s.control_received), (0, 0), "{s:?}");
     }
-    let (stats, rtt) = a.rd_peer_stats(b.local_addr().unwrap()).unwrap();
+    let (stats, rtt) = a.peer_stats(b.local_addr().unwrap()).unwrap();
     assert_eq!(stats.messages_acked, 1);
     assert!(rtt.srtt.is_some());
 }
@@ -854,8 +854,8 @@ fn handshake_gives_both_sides_mirrored_ids() {
     pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |g| {
         g[0].len() == 2 && g[1].len() == 2
     });
-    let ia = a.rd_peer_ids(b.local_addr().unwrap()).unwrap();
-    let ib = b.rd_peer_ids(a.local_addr().unwrap()).unwrap();
+    let ia = a.peer_ids(b.local_addr().unwrap()).unwrap();
+    let ib = b.peer_ids(a.local_addr().unwrap()).unwrap();
     assert_eq!(ia, ib.mirrored());
     assert_ne!(ia.local_epoch, ia.remote_epoch);
 }
@@ -1045,7 +1045,7 @@ fn receiver_mode_lends_messages_in_order_and_takes_early_ones() {
             out.clear();
             b.poll_cq_with(&mut rec, &mut out, 64).unwrap();
             assert!(out.is_empty(), "receiver mode completes no receives");
-            assert!(start.elapsed() < DEADLINE, "config {k}: stuck at {acked} acked, early {} in order {} placed {} placing {:?} {:?}", rec.early.len(), rec.in_order.len(), rec.placed.len(), rec.placing.iter().map(|(s, (b, g))| (*s, b.len(), *g)).collect::<Vec<_>>(), (a.rd_stats(), b.rd_stats()));
+            assert!(start.elapsed() < DEADLINE, "config {k}: stuck at {acked} acked, early {} in order {} placed {} placing {:?} {:?}", rec.early.len(), rec.in_order.len(), rec.placed.len(), rec.placing.iter().map(|(s, (b, g))| (*s, b.len(), *g)).collect::<Vec<_>>(), (a.stats(), b.stats()));
         }
         assert!(rec.contents_ok, "a message differs");
         assert!(
@@ -1076,6 +1076,6 @@ fn receiver_mode_lends_messages_in_order_and_takes_early_ones() {
         all.extend(&rec.in_order);
         all.sort_unstable();
         assert_eq!(all, (0..n).collect::<Vec<_>>(), "each message exactly once");
-        assert_eq!(b.rd_stats().unwrap().protocol_errors, 0);
+        assert_eq!(b.stats().protocol_errors, 0);
     }
 }

@@ -15,25 +15,25 @@ use iwarp::wire::rdmap::{Opcode, SegmentRepr};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
-fn ud_pair(config: QpConfig) -> (QueuePair, QueuePair) {
-    let mut a = QueuePair::create(QpType::Ud, config.clone()).unwrap();
-    let mut b = QueuePair::create(QpType::Ud, config).unwrap();
+fn ud_pair(config: QpConfig) -> (UdQp, UdQp) {
+    let mut a = UdQp::create(config.clone()).unwrap();
+    let mut b = UdQp::create(config).unwrap();
     a.bind_udp(localhost()).unwrap();
     b.bind_udp(localhost()).unwrap();
     (a, b)
 }
 
-fn ah_of(qp: &QueuePair) -> AddressHandle {
+fn ah_of(qp: &UdQp) -> AddressHandle {
     AddressHandle::new(qp.local_addr().unwrap(), qp.qpn())
 }
 
 /// Polls until one completion arrives; panics after the deadline.
-fn wait_one(qp: &mut QueuePair) -> WorkCompletion {
+fn wait_one(qp: &mut UdQp) -> WorkCompletion {
     wait_one_within(qp, DEADLINE)
 }
 
 /// Polls for a while and asserts that nothing completes.
-fn expect_nothing(qp: &mut QueuePair, for_: Duration) {
+fn expect_nothing(qp: &mut UdQp, for_: Duration) {
     let start = Instant::now();
     let mut out = Vec::new();
     while start.elapsed() < for_ {
@@ -41,7 +41,7 @@ fn expect_nothing(qp: &mut QueuePair, for_: Duration) {
     }
 }
 
-fn send(qp: &mut QueuePair, to: AddressHandle, wr_id: u64, data: &[u8]) {
+fn send(qp: &mut UdQp, to: AddressHandle, wr_id: u64, data: &[u8]) {
     qp.post_send(SendWr {
         wr_id,
         opcode: SendOpcode::Send,
@@ -69,7 +69,7 @@ fn sizes(max: usize) -> Vec<usize> {
 
 fn roundtrip_all_sizes(config: QpConfig) {
     let (mut a, mut b) = ud_pair(config);
-    let max = a.ud_max_payload();
+    let max = a.max_message();
     assert_eq!(max, datagram::MAX_DATAGRAM - 18 - 4);
     for (i, size) in sizes(max).into_iter().enumerate() {
         let data = pattern(size, i as u8);
@@ -88,7 +88,7 @@ fn roundtrip_all_sizes(config: QpConfig) {
         assert!(wc.data() == &data[..], "size {size}: contents differ");
     }
     assert_eq!(b.poll_error(), None);
-    assert_eq!(b.ud_error_count(), 0);
+    assert_eq!(b.error_count(), 0);
     // The scatter tail is the only storage a UD queue pair keeps.
     assert_eq!(b.memory_bytes(), 65527);
 }
@@ -179,7 +179,7 @@ fn receive_buffer_too_small() {
     send(&mut a, ah_of(&b), 4, &[1]);
     let wc = wait_one(&mut b);
     assert_eq!((wc.status, wc.byte_len), (WcStatus::LocalLengthError, 1));
-    assert_eq!(b.ud_error_count(), 0);
+    assert_eq!(b.error_count(), 0);
 }
 
 /// A correct datagram as a foreign sender would build it.
@@ -197,7 +197,7 @@ fn fix_crc(d: &mut [u8]) {
 
 #[test]
 fn bad_datagrams_go_to_the_error_queue() {
-    let mut b = QueuePair::create(QpType::Ud, QpConfig::default()).unwrap();
+    let mut b = UdQp::create(QpConfig::default()).unwrap();
     let b_addr = b.bind_udp(localhost()).unwrap();
     let raw = UdpSocket::bind(localhost()).unwrap();
     let raw_addr = raw.local_addr().unwrap();
@@ -254,7 +254,7 @@ fn bad_datagrams_go_to_the_error_queue() {
         events.push(e);
     }
     assert_eq!(events.len(), 8, "{events:#?}");
-    assert_eq!(b.ud_error_count(), 8);
+    assert_eq!(b.error_count(), 8);
     assert!(matches!(events[0].kind, UdErrorKind::BadCrc { .. }));
     assert_eq!((events[0].msn, events[0].len), (Some(5), bad_crc.len()));
     assert!(matches!(events[1].kind, UdErrorKind::BadCrc { .. }));
@@ -280,13 +280,10 @@ fn bad_datagrams_go_to_the_error_queue() {
 
 #[test]
 fn crc_off_ignores_the_trailer() {
-    let mut b = QueuePair::create(
-        QpType::Ud,
-        QpConfig {
-            crc: false,
-            ..QpConfig::default()
-        },
-    )
+    let mut b = UdQp::create(QpConfig {
+        crc: false,
+        ..QpConfig::default()
+    })
     .unwrap();
     let b_addr = b.bind_udp(localhost()).unwrap();
     let raw = UdpSocket::bind(localhost()).unwrap();
@@ -301,16 +298,13 @@ fn crc_off_ignores_the_trailer() {
 
 #[test]
 fn wire_format_of_sends() {
-    let mut a = QueuePair::create(QpType::Ud, QpConfig::default()).unwrap();
+    let mut a = UdQp::create(QpConfig::default()).unwrap();
     a.bind_udp(localhost()).unwrap();
     let raw = UdpSocket::bind(localhost()).unwrap();
     raw.set_read_timeout(Some(DEADLINE)).unwrap();
     let to = AddressHandle::new(raw.local_addr().unwrap(), 12345);
     let mut buf = vec![0u8; 70000];
-    for (i, len) in [0usize, 1, 1000, a.ud_max_payload()]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, len) in [0usize, 1, 1000, a.max_message()].into_iter().enumerate() {
         let data = pattern(len, i as u8);
         send(&mut a, to, i as u64, &data);
         let (n, from) = raw.recv_from(&mut buf).unwrap();
@@ -345,7 +339,7 @@ fn datagram_waits_in_the_socket_until_a_receive_is_posted() {
 #[test]
 fn message_too_large_and_missing_ah() {
     let (mut a, b) = ud_pair(QpConfig::default());
-    let big = vec![0u8; a.ud_max_payload() + 1];
+    let big = vec![0u8; a.max_message() + 1];
     let err = a
         .post_send(SendWr {
             wr_id: 1,
@@ -356,7 +350,7 @@ fn message_too_large_and_missing_ah() {
         })
         .unwrap_err();
     assert!(
-        matches!(err, VerbsError::MessageTooLarge { len, max } if len == big.len() && max == a.ud_max_payload()),
+        matches!(err, VerbsError::MessageTooLarge { len, max } if len == big.len() && max == a.max_message()),
         "{err:?}"
     );
     let err = post_x(&mut a, 2, None).unwrap_err();
@@ -397,18 +391,18 @@ fn queue_limits() {
 
 #[test]
 fn states_and_types() {
-    let rd = QueuePair::create(QpType::Rd, QpConfig::default()).unwrap();
+    let rd = RdQp::create(QpConfig::default()).unwrap();
     assert_eq!((rd.qp_type(), rd.state()), (QpType::Rd, QpState::Init));
+    // Nothing has happened on an unbound RD queue pair: its counters and memory read zero.
+    assert_eq!((rd.stats(), rd.memory_bytes()), (RdStats::default(), 0));
 
-    let mut ud = QueuePair::create(QpType::Ud, QpConfig::default()).unwrap();
+    let mut ud = UdQp::create(QpConfig::default()).unwrap();
     assert_eq!(ud.state(), QpState::Init);
     assert_eq!(ud.local_addr(), None);
     let err = post_x(&mut ud, 1, Some(AddressHandle::new(localhost(), 1))).unwrap_err();
     assert_invalid_state(&err, QpState::Init);
     // Receives may be posted before the socket is attached.
     post_buf(&mut ud, 5, vec![0; 4]);
-    let err = ud.connect(localhost(), &[]).unwrap_err();
-    assert!(matches!(err, VerbsError::WrongQpType { .. }), "{err:?}");
     let socket = UdpSocket::bind(localhost()).unwrap();
     let addr = socket.local_addr().unwrap();
     assert_eq!(ud.attach_udp(socket).unwrap(), addr);
@@ -418,11 +412,7 @@ fn states_and_types() {
         Err(VerbsError::InvalidState { .. })
     ));
 
-    let mut rc = QueuePair::create(QpType::Rc, QpConfig::default()).unwrap();
-    assert!(matches!(
-        rc.bind_udp(localhost()),
-        Err(VerbsError::WrongQpType { .. })
-    ));
+    let rc = RcQp::create(QpConfig::default()).unwrap();
     assert_ne!(rc.qpn(), ud.qpn());
 
     // Moving to Error flushes the posted receive and returns its buffer.
@@ -441,7 +431,9 @@ fn states_and_types() {
 #[test]
 fn queue_pairs_can_move_between_threads() {
     fn assert_send<T: Send>() {}
-    assert_send::<QueuePair>();
+    assert_send::<UdQp>();
+    assert_send::<RdQp>();
+    assert_send::<RcQp>();
     assert_send::<WorkCompletion>();
     let (mut a, mut b) = ud_pair(QpConfig::default());
     let to = ah_of(&b);
@@ -473,8 +465,8 @@ fn error_queue_catches_corrupted_datagrams_under_faults() {
         socket_buffer: Some(4 << 20),
         ..QpConfig::default()
     };
-    let mut a = QueuePair::create(QpType::Ud, faulty).unwrap();
-    let mut b = QueuePair::create(QpType::Ud, clean).unwrap();
+    let mut a = UdQp::create(faulty).unwrap();
+    let mut b = UdQp::create(clean).unwrap();
     a.bind_udp(localhost()).unwrap();
     b.bind_udp(localhost()).unwrap();
     let to_b = ah_of(&b);
@@ -520,5 +512,5 @@ fn error_queue_catches_corrupted_datagrams_under_faults() {
         errors >= f.corrupted && errors <= 2 * f.corrupted,
         "{errors} vs {f:?}"
     );
-    assert_eq!(b.ud_error_count(), errors);
+    assert_eq!(b.error_count(), errors);
 }

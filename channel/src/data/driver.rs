@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iwarp::verbs::{
-    AddressHandle, QpConfig, QpType, QueuePair, SendOpcode, SendWrOwned, WcOpcode, WcStatus,
+    AddressHandle, QpConfig, QueuePair, RdQp, SendOpcode, SendWrOwned, WcOpcode, WcStatus,
     WorkCompletion,
 };
 
@@ -52,10 +52,10 @@ fn listen(config: &Config, name: &mut EpName) -> Result<Option<TcpListener>> {
 /// The promotion policy's settings for this endpoint: in hybrid mode it asks for connections
 /// only while its datagrams are small enough for a connection to carry bulk data faster
 /// (`FI_DIWARP_RC_DATAGRAM_MAX`; channel/BENCHMARKS.md, "NPB per mode").
-fn promotion(config: &Config, qp: &QueuePair) -> policies::promote::Config {
+fn promotion(config: &Config, qp: &RdQp) -> policies::promote::Config {
     let mut p = config.promote;
     if p.mode == policies::promote::Mode::Hybrid {
-        let size = qp.rd_stats().map_or(0, |s| s.max_datagram_size);
+        let size = qp.stats().max_datagram_size;
         p.initiate = size <= config.rc_datagram_max;
         if !p.initiate {
             diag!(
@@ -71,7 +71,7 @@ fn promotion(config: &Config, qp: &QueuePair) -> policies::promote::Config {
 }
 
 pub struct DataPath {
-    qp: QueuePair,
+    qp: RdQp,
     st: State,
     /// RC connections to the peers the promotion policy picks.
     paths: RcPaths<Role>,
@@ -104,7 +104,7 @@ impl DataPath {
             qc.rd.max_datagram_size = n;
             qc.fit_mtu = false;
         }
-        let mut qp = QueuePair::create(QpType::Rd, qc).map_err(|e| {
+        let mut qp = RdQp::create(qc).map_err(|e| {
             diag!(Warn, EpCtrl, "cannot create the RD queue pair: {e}");
             Errno::INVAL
         })?;
@@ -201,7 +201,7 @@ impl DataPath {
         // freed at once).
         let full = |d: &DataPath| {
             d.st.tx.backlog.len() >= BACKLOG_MAX
-                || d.st.tx.bufs.lent_bytes() + d.qp.rd_copied_bytes() >= d.st.cfg.budget.copies
+                || d.st.tx.bufs.lent_bytes() + d.qp.copied_bytes() >= d.st.cfg.budget.copies
         };
         if full(self) {
             self.progress();
@@ -612,8 +612,8 @@ impl DataPath {
     }
 
     /// The queue pair's transport counters (datagrams, retransmissions, drops).
-    pub fn rd_stats(&self) -> Option<iwarp::verbs::RdStats> {
-        self.qp.rd_stats()
+    pub fn rd_stats(&self) -> iwarp::verbs::RdStats {
+        self.qp.stats()
     }
 
     /// The fault layer's counters, when it is on.
@@ -638,7 +638,7 @@ impl DataPath {
 
     /// Datagrams read off the socket so far.
     pub fn datagrams_read(&self) -> u64 {
-        self.qp.rd_datagrams_read().unwrap_or(0)
+        self.qp.datagrams_read()
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
@@ -731,7 +731,7 @@ impl DataPath {
             })
             .sum();
         Memory {
-            queue_pair: self.qp.rd_memory().unwrap_or_default(),
+            queue_pair: self.qp.memory(),
             unexpected: st.rx.matcher.account().current(),
             unexpected_peak: st.rx.matcher.account().peak(),
             held_pushes: st.rx.parked.memory(),
@@ -759,7 +759,7 @@ impl DataPath {
 
     /// The sockets the queue pair holds, for reading back the kernel's share.
     pub fn sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
-        let mut v = self.qp.rd_sockets();
+        let mut v = self.qp.sockets();
         v.extend(self.paths.sockets());
         v
     }

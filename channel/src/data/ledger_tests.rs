@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use iwarp::verbs::{AddressHandle, QpConfig, QpType, QueuePair, SendOpcode, SendWr};
+use iwarp::verbs::{AddressHandle, QpConfig, QueuePair, RdQp, SendOpcode, SendWr};
 use policies::{Account, Scale};
 
 use super::tests::{next, ok, pair, pattern, recv, send, wait_idle, Side};
@@ -305,9 +305,9 @@ fn per_peer_state_of_idle_datagram_peers() {
         .map(|i| recv(&b, FI_ADDR_UNSPEC, Kind::Tagged, 5, 8, i + 1))
         .collect();
     let n = b.ep.name();
-    let mut qps: Vec<QueuePair> = (0..N)
+    let mut qps: Vec<RdQp> = (0..N)
         .map(|i| {
-            let mut qp = QueuePair::create(QpType::Rd, QpConfig::default()).unwrap();
+            let mut qp = RdQp::create(QpConfig::default()).unwrap();
             qp.bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
             let mut msg = Vec::new();
             let m = Matching {

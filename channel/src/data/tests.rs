@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use iwarp::verbs::{AddressHandle, QpConfig, QpType, QueuePair, SendOpcode, SendWr};
+use iwarp::verbs::{AddressHandle, QpConfig, QueuePair, RdQp, SendOpcode, SendWr};
 
 use super::*;
 use crate::av::AddressVector;
@@ -338,7 +338,7 @@ fn peek_miss_cancel_and_bad_addresses() {
 #[test]
 fn malformed_messages_are_counted_and_dropped() {
     let (a, b) = pair();
-    let mut qp = QueuePair::create(QpType::Rd, QpConfig::default()).unwrap();
+    let mut qp = RdQp::create(QpConfig::default()).unwrap();
     qp.bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
     let n = b.ep.name();
     let junk = [&b"\x09\0\0\0\0\0\0\0"[..], b"\x01", &[1u8; 40][..]];

@@ -6,7 +6,7 @@
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use iwarp::verbs::{QpConfig, QpType, QueuePair, SendOpcode, SendWr};
+use iwarp::verbs::{QpConfig, QueuePair, RcQp, SendOpcode, SendWr};
 use serde::Serialize;
 
 use super::kernel::{self, KernelMemory};
@@ -35,8 +35,8 @@ impl RcCost {
     }
 }
 
-fn kernel_of(qps: &[&QueuePair]) -> KernelMemory {
-    let fds: Vec<_> = qps.iter().filter_map(|q| q.rc_socket()).collect();
+fn kernel_of(qps: &[&RcQp]) -> KernelMemory {
+    let fds: Vec<_> = qps.iter().filter_map(|q| q.socket()).collect();
     kernel::read(&fds)
 }
 
@@ -47,13 +47,11 @@ pub fn measure(burst: usize) -> std::io::Result<RcCost> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let acceptor = std::thread::spawn(move || {
-        let mut b =
-            QueuePair::create(QpType::Rc, QpConfig::default()).map_err(std::io::Error::other)?;
+        let mut b = RcQp::create(QpConfig::default()).map_err(std::io::Error::other)?;
         b.accept(&listener).map_err(std::io::Error::other)?;
         Ok::<_, std::io::Error>(b)
     });
-    let mut a =
-        QueuePair::create(QpType::Rc, QpConfig::default()).map_err(std::io::Error::other)?;
+    let mut a = RcQp::create(QpConfig::default()).map_err(std::io::Error::other)?;
     a.connect(addr, b"").map_err(std::io::Error::other)?;
     let b = acceptor.join().expect("the acceptor does not panic")?;
     let idle = kernel_of(&[&a, &b]);
@@ -85,7 +83,7 @@ pub fn measure(burst: usize) -> std::io::Result<RcCost> {
     let chunk_bytes = chunk.len() as i64;
     drop((a, b));
     // The queue pairs live on this stack here; the provider would keep each in its tables.
-    let own = std::mem::size_of::<QueuePair>() as u64;
+    let own = std::mem::size_of::<RcQp>() as u64;
     Ok(RcCost {
         user_idle: ((h1 - h0).max(0) / 2) as u64 + own,
         kernel_idle: idle.held / 2,

@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use iwarp::verbs::{
-    AddressHandle, Bytes, QpState, QueuePair, RdReceiver, SendOpcode, SendWrOwned, WorkCompletion,
+    AddressHandle, Bytes, QpState, QueuePair, RcQp, RdReceiver, SendOpcode, SendWrOwned,
+    WorkCompletion,
 };
 
 use crate::addr::EpName;
@@ -43,7 +44,7 @@ impl<R> Unacked<R> {
 }
 
 pub struct Conn<R> {
-    pub qp: QueuePair,
+    pub qp: RcQp,
     pub name: EpName,
     /// Demoted: takes no new messages, and closes once they are acknowledged.
     pub draining: bool,
@@ -74,7 +75,7 @@ impl RdReceiver for AsPeer<'_> {
 }
 
 impl<R> Conn<R> {
-    pub fn new(qp: QueuePair, name: EpName) -> Conn<R> {
+    pub fn new(qp: RcQp, name: EpName) -> Conn<R> {
         Conn {
             qp,
             name,

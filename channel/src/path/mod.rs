@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iwarp::verbs::{
-    AddressHandle, QpConfig, QpType, QueuePair, RdReceiver, VerbsError, WorkCompletion,
+    AddressHandle, QpConfig, QueuePair, RcQp, RdReceiver, VerbsError, WorkCompletion,
 };
 use policies::promote::{Answer, Decision, Mode, Policy, Refusal};
 
@@ -206,13 +206,13 @@ impl<R> RcPaths<R> {
 
     fn sockets_to_watch(&self) -> Vec<BorrowedFd<'_>> {
         let mut v: Vec<BorrowedFd<'_>> = self.listener.iter().map(|l| l.as_fd()).collect();
-        v.extend(self.conns.values().filter_map(|c| c.qp.rc_socket()));
+        v.extend(self.conns.values().filter_map(|c| c.qp.socket()));
         v
     }
 
     /// Adds a connection, to the epoll set too.
     fn insert(&mut self, addr: SocketAddr, c: Conn<R>) {
-        if let (Some(w), Some(fd)) = (&self.waiter, c.qp.rc_socket()) {
+        if let (Some(w), Some(fd)) = (&self.waiter, c.qp.socket()) {
             let _ = w.watch(fd, CONNECTIONS, Interest::readable_if(self.watching));
         }
         self.conns.insert(addr, c);
@@ -221,7 +221,7 @@ impl<R> RcPaths<R> {
     /// Removes a connection, from the epoll set first.
     fn remove(&mut self, addr: SocketAddr) -> Option<Conn<R>> {
         let c = self.conns.remove(&addr)?;
-        if let (Some(w), Some(fd)) = (&self.waiter, c.qp.rc_socket()) {
+        if let (Some(w), Some(fd)) = (&self.waiter, c.qp.socket()) {
             let _ = w.forget(fd);
         }
         Some(c)
@@ -443,8 +443,8 @@ impl<R> RcPaths<R> {
                 return self.policy.connect_failed(now, id, Refusal::Failed);
             }
         }
-        let qp = QueuePair::create(QpType::Rc, cfg).and_then(|mut qp| {
-            qp.finish_rc(p.rc, est)?;
+        let qp = RcQp::create(cfg).and_then(|mut qp| {
+            qp.finish(p.rc, est)?;
             Ok(qp)
         });
         let qp = match qp {

@@ -1,6 +1,6 @@
 use std::borrow::Cow;
 
-use super::{QpState, QpType};
+use super::QpState;
 
 /// Why a verb failed. Failures of work already accepted are reported as completions instead.
 #[derive(Debug, thiserror::Error)]
@@ -8,8 +8,6 @@ use super::{QpState, QpType};
 pub enum VerbsError {
     #[error("{op} is not allowed in state {state:?}")]
     InvalidState { op: &'static str, state: QpState },
-    #[error("{op} is not available on a {qp_type:?} queue pair")]
-    WrongQpType { op: &'static str, qp_type: QpType },
     #[error("invalid argument: {0}")]
     InvalidArgument(Cow<'static, str>),
     #[error("message of {len} bytes exceeds the maximum of {max}")]

@@ -3,6 +3,9 @@
 //! (seed 000 §III-B), and standard iWARP RC queue pairs over TCP with the MPA start-up exchange
 //! (RFC 5044/6581). UD and RD sockets can inject seeded faults ([`FaultConfig`]).
 //!
+//! Each service is its own type ([`UdQp`], [`RdQp`], [`RcQp`]); the [`QueuePair`] trait holds
+//! what they share.
+//!
 //! Everything is driven by the caller: [`QueuePair::post_send`] hands data to the kernel at once,
 //! [`QueuePair::poll_cq`] reads the socket without blocking and returns completions. No thread
 //! ever sits between a packet and the caller, because a blocking wake-up costs ten times the wire
@@ -10,8 +13,8 @@
 //!
 //! ```no_run
 //! use iwarp::verbs::*;
-//! let mut a = QueuePair::create(QpType::Ud, QpConfig::default())?;
-//! let mut b = QueuePair::create(QpType::Ud, QpConfig::default())?;
+//! let mut a = UdQp::create(QpConfig::default())?;
+//! let mut b = UdQp::create(QpConfig::default())?;
 //! a.bind_udp("127.0.0.1:0".parse().unwrap())?;
 //! let b_addr = b.bind_udp("127.0.0.1:0".parse().unwrap())?;
 //! b.post_recv(RecvWr { wr_id: 7, buf: vec![0; 4096] })?;
@@ -47,7 +50,7 @@ pub use ah::AddressHandle;
 pub use bytes::Bytes;
 pub use error::VerbsError;
 pub use fault::{FaultConfig, FaultStats, FAULTS_ENV};
-pub use qp::QueuePair;
+pub use qp::{QueuePair, RcQp, RdQp, UdQp};
 pub use rc::RcSettings;
 pub use rc_setup::RcSetup;
 pub use rd::{
@@ -58,7 +61,7 @@ pub use reliability::{Config as RdConfig, RttStats, SessionIds, Stats as RdSessi
 pub use startup::{Established, Outcome as StartupOutcome, Role as StartupRole, Startup};
 pub use ud::{ErrorEvent, UdErrorKind, UD_MAX_PAYLOAD};
 
-/// The service a queue pair provides.
+/// The service a queue pair provides ([`QueuePair::qp_type`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpType {
     /// Unreliable datagram: one DDP segment per UDP datagram, no MPA (seed 000 §III-B).
@@ -167,7 +170,7 @@ pub struct SendWr<'a> {
     /// Returned in the completion.
     pub wr_id: u64,
     pub opcode: SendOpcode,
-    /// The message; UD: at most [`QueuePair::ud_max_payload`] bytes, RD: at most
+    /// The message; UD: at most [`UD_MAX_PAYLOAD`] bytes, RD: at most
     /// [`RD_MAX_MESSAGE`], RC: below 4 GiB.
     pub data: &'a [u8],
     /// Destination; required for UD and RD, ignored for RC.

@@ -2,7 +2,7 @@
 //! stream) and the MPA start-up machine ([`Startup`]), driven by whoever owns the progress
 //! loop. The owner waits on [`RcSetup::socket`] (writable while [`RcSetup::wants_write`],
 //! readable otherwise) and on [`RcSetup::deadline`], calls [`RcSetup::progress`] when either
-//! comes, and hands the result to [`QueuePair::finish_rc`](super::QueuePair::finish_rc).
+//! comes, and hands the result to [`RcQp::finish`](super::RcQp::finish).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -132,7 +132,7 @@ impl RcSetup {
     }
 
     /// Does what can be done now without blocking. `Ok(Some(_))`: established (hand it to
-    /// [`QueuePair::finish_rc`](super::QueuePair::finish_rc)); `Ok(None)`: not yet; `Err`: the
+    /// [`RcQp::finish`](super::RcQp::finish)); `Ok(None)`: not yet; `Err`: the
     /// set-up failed (refused, reset, rejected, garbage, or the deadline passed).
     pub fn progress(&mut self, now: Instant) -> Result<Option<Established>, VerbsError> {
         if self.connecting {

@@ -22,7 +22,7 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
 }
 
 /// Polls until one completion arrives; panics after `deadline`.
-pub fn wait_one_within(qp: &mut QueuePair, deadline: Duration) -> WorkCompletion {
+pub fn wait_one_within(qp: &mut impl QueuePair, deadline: Duration) -> WorkCompletion {
     let start = Instant::now();
     let mut out = Vec::with_capacity(4);
     loop {
@@ -37,12 +37,16 @@ pub fn wait_one_within(qp: &mut QueuePair, deadline: Duration) -> WorkCompletion
 }
 
 /// Posts a receive into `buf`.
-pub fn post_buf(qp: &mut QueuePair, wr_id: u64, buf: Vec<u8>) {
+pub fn post_buf(qp: &mut impl QueuePair, wr_id: u64, buf: Vec<u8>) {
     qp.post_recv(RecvWr { wr_id, buf }).unwrap();
 }
 
 /// Posts a signaled one-byte send (`b"x"`), for checking what a queue pair refuses.
-pub fn post_x(qp: &mut QueuePair, wr_id: u64, ah: Option<AddressHandle>) -> Result<(), VerbsError> {
+pub fn post_x(
+    qp: &mut impl QueuePair,
+    wr_id: u64,
+    ah: Option<AddressHandle>,
+) -> Result<(), VerbsError> {
     qp.post_send(SendWr {
         wr_id,
         opcode: SendOpcode::Send,
@@ -75,7 +79,7 @@ pub fn abc_send(wr_id: u64, ah: Option<AddressHandle>) -> SendWr<'static> {
 /// refused while their completions are unpolled, polls both, then posts send 3. Returns the
 /// two polled completions.
 pub fn fill_send_queue_of_two(
-    qp: &mut QueuePair,
+    qp: &mut impl QueuePair,
     ah: Option<AddressHandle>,
 ) -> Vec<WorkCompletion> {
     qp.post_send(abc_send(1, ah)).unwrap();

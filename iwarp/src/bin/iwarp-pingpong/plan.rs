@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use bytes::Bytes;
-use iwarp::verbs::{AddressHandle, QpConfig, QpType, QueuePair};
+use iwarp::verbs::{AddressHandle, QpConfig, QueuePair, RcQp, RdQp, UdQp};
 use socket2::{Domain, Socket, Type};
 
 use crate::args::{Args, Kind, Role};
@@ -258,24 +258,16 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
                 ))
             }
         },
-        Kind::Ud | Kind::Rd => {
-            let qp_type = if kind == Kind::Ud {
-                QpType::Ud
-            } else {
-                QpType::Rd
-            };
-            let mut qp = QueuePair::create(qp_type, qp_config(args))?;
+        Kind::Ud => {
+            let mut qp = UdQp::create(qp_config(args))?;
             let local = qp.attach_udp(udp_socket(args)?)?;
-            control.send(&format!("{local} {}", qp.qpn()))?;
-            let line = control.recv()?;
-            let (addr, qpn) = line.split_once(' ').ok_or("bad UD address line")?;
-            let ah = AddressHandle {
-                addr: addr.parse()?,
-                qpn: qpn.parse()?,
-            };
-            if kind == Kind::Ud {
-                return Ok(Box::new(VerbsLink::ud(qp, ah, timeout)?));
-            }
+            let ah = swap_address_handles(control, local, qp.qpn())?;
+            Ok(Box::new(VerbsLink::ud(qp, ah, timeout)?))
+        }
+        Kind::Rd => {
+            let mut qp = RdQp::create(qp_config(args))?;
+            let local = qp.attach_udp(udp_socket(args)?)?;
+            let ah = swap_address_handles(control, local, qp.qpn())?;
             // Every message of a window has its receive posted, sized for the largest message.
             let largest = args.sizes.iter().copied().max().unwrap_or(1);
             let depth = args.window.max(1) + 1;
@@ -283,7 +275,7 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
             Ok(Box::new(link.owned_sends(!args.rd_copy)))
         }
         Kind::Rc => {
-            let mut qp = QueuePair::create(QpType::Rc, qp_config(args))?;
+            let mut qp = RcQp::create(qp_config(args))?;
             match role {
                 Role::Responder => {
                     let listener = TcpListener::bind(local(args))?;
@@ -298,6 +290,21 @@ fn setup(kind: Kind, role: Role, args: &Args, control: &mut Control) -> Result<B
             Ok(Box::new(VerbsLink::rc(qp, timeout)))
         }
     }
+}
+
+/// Tells the peer our datagram address and QP number and learns its own.
+fn swap_address_handles(
+    control: &mut Control,
+    local: SocketAddr,
+    qpn: u32,
+) -> Result<AddressHandle> {
+    control.send(&format!("{local} {qpn}"))?;
+    let line = control.recv()?;
+    let (addr, qpn) = line.split_once(' ').ok_or("bad UD address line")?;
+    Ok(AddressHandle {
+        addr: addr.parse()?,
+        qpn: qpn.parse()?,
+    })
 }
 
 /// `--raw-dest`: message-sized receive buffers for the raw floors, as many as RD posts.

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use iwarp::verbs::{
-    AddressHandle, QueuePair, RecvWr, SendOpcode, SendWrOwned, VerbsError, WcOpcode, WcStatus,
-    WorkCompletion,
+    AddressHandle, QueuePair, RcQp, RdQp, RecvWr, SendOpcode, SendWrOwned, UdQp, VerbsError,
+    WcOpcode, WcStatus, WorkCompletion,
 };
 
 use crate::link::{check_bytes, Deadline, Link, Result};
@@ -15,8 +15,8 @@ use crate::link::{check_bytes, Deadline, Link, Result};
 /// Receives kept posted on a UD QP: enough for a bandwidth window of 64 KiB datagrams.
 const UD_RECV_DEPTH: usize = 64;
 
-pub struct VerbsLink {
-    qp: QueuePair,
+pub struct VerbsLink<Q> {
+    qp: Q,
     ah: Option<AddressHandle>,
     /// Largest message one send may carry (UD: a datagram's payload; RC: no limit).
     chunk: usize,
@@ -29,9 +29,9 @@ pub struct VerbsLink {
     owned: bool,
 }
 
-impl VerbsLink {
-    pub fn ud(mut qp: QueuePair, ah: AddressHandle, timeout: Duration) -> Result<Self> {
-        let chunk = qp.ud_max_payload();
+impl VerbsLink<UdQp> {
+    pub fn ud(mut qp: UdQp, ah: AddressHandle, timeout: Duration) -> Result<Self> {
+        let chunk = qp.max_message();
         for i in 0..UD_RECV_DEPTH {
             qp.post_recv(RecvWr {
                 wr_id: i as u64,
@@ -40,11 +40,13 @@ impl VerbsLink {
         }
         Ok(Self::new(qp, Some(ah), chunk, timeout))
     }
+}
 
+impl VerbsLink<RdQp> {
     /// RD: whole messages; `depth` receives of `largest` bytes stay posted (their pages are
     /// only touched as far as messages reach).
     pub fn rd(
-        mut qp: QueuePair,
+        mut qp: RdQp,
         ah: AddressHandle,
         timeout: Duration,
         largest: usize,
@@ -58,12 +60,16 @@ impl VerbsLink {
         }
         Ok(Self::new(qp, Some(ah), usize::MAX, timeout))
     }
+}
 
-    pub fn rc(qp: QueuePair, timeout: Duration) -> Self {
+impl VerbsLink<RcQp> {
+    pub fn rc(qp: RcQp, timeout: Duration) -> Self {
         Self::new(qp, None, usize::MAX, timeout)
     }
+}
 
-    fn new(qp: QueuePair, ah: Option<AddressHandle>, chunk: usize, timeout: Duration) -> Self {
+impl<Q: QueuePair> VerbsLink<Q> {
+    fn new(qp: Q, ah: Option<AddressHandle>, chunk: usize, timeout: Duration) -> Self {
         VerbsLink {
             qp,
             ah,
@@ -139,7 +145,59 @@ impl VerbsLink {
     }
 }
 
-impl Link for VerbsLink {
+/// What a link reports beyond its timings: only RD has transport counters worth a line.
+pub trait Counters {
+    fn counters(&self) -> Option<String> {
+        None
+    }
+}
+
+impl Counters for UdQp {}
+
+impl Counters for RcQp {}
+
+impl Counters for RdQp {
+    fn counters(&self) -> Option<String> {
+        let s = self.stats();
+        let mut line = format!(
+            "datagrams sent {} received {}, retransmits {} (spurious {}, lost acks {}, timeouts {}, probes {}), \
+             duplicates {}, out-of-order {}, dropped {} (crc {}), acks {}, window full {}, \
+             srtt {:?}, \
+             parked {}, refused {}, datagram size {}, gso sends {}, gro runs {}, send errors {}, \
+             sessions with CRC32c {}",
+            s.datagrams_sent,
+            s.datagrams_received,
+            s.retransmits,
+            s.spurious_retransmits,
+            s.lost_acks,
+            s.timeouts,
+            s.tail_probes,
+            s.duplicates,
+            s.out_of_order,
+            s.dropped,
+            s.dropped_checksum,
+            s.acks_sent,
+            s.window_full,
+            s.srtt.unwrap_or_default(),
+            s.parked,
+            s.refused,
+            s.max_datagram_size,
+            s.gso_sends,
+            s.gro_runs,
+            s.send_errors,
+            s.crc_peers,
+        );
+        if let Some(f) = self.fault_stats() {
+            line += &format!(
+                "; faults: dropped {} duplicated {} reordered {} delayed {} corrupted {}",
+                f.dropped, f.duplicated, f.reordered, f.delayed, f.corrupted
+            );
+        }
+        Some(line)
+    }
+}
+
+impl<Q: QueuePair + Counters> Link for VerbsLink<Q> {
     fn send(&mut self, data: &Bytes) -> Result<()> {
         if data.len() <= self.chunk {
             return self.post_one(data.clone());
@@ -206,41 +264,6 @@ impl Link for VerbsLink {
     }
 
     fn counters(&self) -> Option<String> {
-        let s = self.qp.rd_stats()?;
-        let mut line = format!(
-            "datagrams sent {} received {}, retransmits {} (spurious {}, lost acks {}, timeouts {}, probes {}), \
-             duplicates {}, out-of-order {}, dropped {} (crc {}), acks {}, window full {}, \
-             srtt {:?}, \
-             parked {}, refused {}, datagram size {}, gso sends {}, gro runs {}, send errors {}, \
-             sessions with CRC32c {}",
-            s.datagrams_sent,
-            s.datagrams_received,
-            s.retransmits,
-            s.spurious_retransmits,
-            s.lost_acks,
-            s.timeouts,
-            s.tail_probes,
-            s.duplicates,
-            s.out_of_order,
-            s.dropped,
-            s.dropped_checksum,
-            s.acks_sent,
-            s.window_full,
-            s.srtt.unwrap_or_default(),
-            s.parked,
-            s.refused,
-            s.max_datagram_size,
-            s.gso_sends,
-            s.gro_runs,
-            s.send_errors,
-            s.crc_peers,
-        );
-        if let Some(f) = self.qp.fault_stats() {
-            line += &format!(
-                "; faults: dropped {} duplicated {} reordered {} delayed {} corrupted {}",
-                f.dropped, f.duplicated, f.reordered, f.delayed, f.corrupted
-            );
-        }
-        Some(line)
+        self.qp.counters()
     }
 }

@@ -1,0 +1,307 @@
+//! The RC queue pair: iWARP over MPA over TCP (RFC 5044/6581).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::Instant;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use socket2::SockRef;
+
+use super::super::rc::{RcPath, RcSettings};
+use super::super::rc_setup::RcSetup;
+use super::super::startup::{self, Established};
+use super::super::{
+    QpConfig, QpState, QpType, RdReceiver, SendWr, SendWrOwned, VerbsError, WorkCompletion,
+};
+use super::common::QpCore;
+use super::{post_joined, sealed, QueuePair};
+
+/// A reliable connection queue pair: one peer, over one TCP connection.
+///
+/// It stays in Init until a connection is made, and a failed attempt leaves it there, so the
+/// same queue pair (and the receives already posted on it) can try again.
+pub struct RcQp {
+    core: QpCore,
+    path: Option<Box<RcPath>>,
+}
+
+impl std::fmt::Debug for RcQp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RcQp")
+            .field("qpn", &self.core.qpn)
+            .field("state", &self.core.state)
+            .field("local_addr", &self.local_addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RcQp {
+    /// Creates a queue pair in [`QpState::Init`] with a process-unique QP number.
+    pub fn create(config: QpConfig) -> Result<RcQp, VerbsError> {
+        QpCore::check(&config)?;
+        Ok(RcQp {
+            core: QpCore::new(config),
+            path: None,
+        })
+    }
+
+    /// Active side: connects to `addr`, sends the MPA Request with `private_data`, and moves
+    /// to RTS on an accepting Reply. Returns the peer's private data. Bounded by
+    /// `connect_timeout`; on failure the queue pair stays in Init.
+    pub fn connect(
+        &mut self,
+        addr: SocketAddr,
+        private_data: &[u8],
+    ) -> Result<Vec<u8>, VerbsError> {
+        self.core.require("connect", QpState::Init)?;
+        let timeout = self.core.config.connect_timeout;
+        let deadline = Instant::now() + timeout;
+        let stream = match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Err(VerbsError::Timeout),
+            Err(e) => return Err(e.into()),
+        };
+        self.connect_on(stream, private_data, deadline)
+    }
+
+    /// Active side, over a TCP connection the caller made: as [`RcQp::connect`].
+    pub fn connect_stream(
+        &mut self,
+        stream: TcpStream,
+        private_data: &[u8],
+    ) -> Result<Vec<u8>, VerbsError> {
+        self.core.require("connect_stream", QpState::Init)?;
+        let deadline = Instant::now() + self.core.config.connect_timeout;
+        self.connect_on(stream, private_data, deadline)
+    }
+
+    fn connect_on(
+        &mut self,
+        mut stream: TcpStream,
+        private_data: &[u8],
+        deadline: Instant,
+    ) -> Result<Vec<u8>, VerbsError> {
+        self.prepare_stream(&stream)?;
+        let est = startup::initiate(&mut stream, &self.core.config, private_data, deadline)?;
+        self.establish(stream, est)
+    }
+
+    /// Passive side: accepts one connection on `listener` (waiting at most `connect_timeout`),
+    /// reads the MPA Request, replies with this queue pair's marker and CRC wishes and no
+    /// private data, and moves to RTS. Returns the peer's address and the Request's private
+    /// data.
+    pub fn accept(&mut self, listener: &TcpListener) -> Result<(SocketAddr, Vec<u8>), VerbsError> {
+        self.accept_with_private_data(listener, &[])
+    }
+
+    /// As [`RcQp::accept`], with `private_data` in the Reply.
+    pub fn accept_with_private_data(
+        &mut self,
+        listener: &TcpListener,
+        private_data: &[u8],
+    ) -> Result<(SocketAddr, Vec<u8>), VerbsError> {
+        self.core.require("accept", QpState::Init)?;
+        let deadline = Instant::now() + self.core.config.connect_timeout;
+        let stream = accept_by(listener, deadline)?;
+        self.accept_on(stream, private_data, deadline)
+    }
+
+    /// Passive side, over a connection the caller accepted: as
+    /// [`RcQp::accept_with_private_data`].
+    pub fn accept_stream(
+        &mut self,
+        stream: TcpStream,
+        private_data: &[u8],
+    ) -> Result<(SocketAddr, Vec<u8>), VerbsError> {
+        self.core.require("accept_stream", QpState::Init)?;
+        let deadline = Instant::now() + self.core.config.connect_timeout;
+        self.accept_on(stream, private_data, deadline)
+    }
+
+    fn accept_on(
+        &mut self,
+        mut stream: TcpStream,
+        private_data: &[u8],
+        deadline: Instant,
+    ) -> Result<(SocketAddr, Vec<u8>), VerbsError> {
+        self.prepare_stream(&stream)?;
+        let peer = stream.peer_addr()?;
+        let est = startup::respond(&mut stream, &self.core.config, private_data, deadline)?;
+        let pd = self.establish(stream, est)?;
+        Ok((peer, pd))
+    }
+
+    /// Takes over a connection set up without blocking ([`RcSetup`]), moving to RTS. Returns
+    /// the peer's private data.
+    pub fn finish(&mut self, setup: RcSetup, est: Established) -> Result<Vec<u8>, VerbsError> {
+        self.core.require("finish", QpState::Init)?;
+        self.establish(setup.into_stream(), est)
+    }
+
+    fn prepare_stream(&self, stream: &TcpStream) -> Result<(), VerbsError> {
+        // Blocking during the exchange (bounded by timeouts), non-blocking after it.
+        stream.set_nonblocking(false)?;
+        stream.set_nodelay(true)?;
+        self.core.size_buffers(SockRef::from(stream), None)
+    }
+
+    fn establish(
+        &mut self,
+        stream: TcpStream,
+        mut est: Established,
+    ) -> Result<Vec<u8>, VerbsError> {
+        let pd = std::mem::take(&mut est.peer_private_data);
+        let path = RcPath::new(stream, est, self.core.config.max_ulpdu)?;
+        self.path = Some(Box::new(path));
+        self.core.state = QpState::Rts;
+        Ok(pd)
+    }
+
+    /// The peer's socket address once connected.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.path.as_ref().map(|rc| rc.peer_addr())
+    }
+
+    /// The connection's socket once connected, for reading back what the kernel holds for it.
+    pub fn socket(&self) -> Option<BorrowedFd<'_>> {
+        self.path.as_ref().map(|rc| rc.socket())
+    }
+
+    /// What the MPA exchange settled, once connected.
+    pub fn settings(&self) -> Option<RcSettings> {
+        self.path.as_ref().map(|rc| rc.settings())
+    }
+
+    fn poll(
+        &mut self,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        recv: Option<&mut dyn RdReceiver>,
+    ) -> Result<usize, VerbsError> {
+        if self.core.wants_progress(max) {
+            if let Some(rc) = &mut self.path {
+                rc.progress(&mut self.core.queues, recv);
+                self.check_failure();
+            }
+        }
+        Ok(self.core.queues.pop_into(out, max))
+    }
+
+    /// The path fails a broken connection's work itself; the queue pair follows it to Error.
+    fn check_failure(&mut self) {
+        if let Some(rc) = &mut self.path {
+            if let Some(e) = rc.take_failure() {
+                self.core.enter_error(Some(e));
+            }
+        }
+    }
+}
+
+impl sealed::HasCore for RcQp {
+    fn core(&self) -> &QpCore {
+        &self.core
+    }
+
+    fn core_mut(&mut self) -> &mut QpCore {
+        &mut self.core
+    }
+}
+
+impl QueuePair for RcQp {
+    fn qp_type(&self) -> QpType {
+        QpType::Rc
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.path.as_ref().map(|rc| rc.local_addr())
+    }
+
+    fn max_message(&self) -> usize {
+        u32::MAX as usize
+    }
+
+    fn post_send(&mut self, wr: SendWr<'_>) -> Result<(), VerbsError> {
+        self.core.require("post_send", QpState::Rts)?;
+        let r = match &mut self.path {
+            Some(rc) => rc.post_send(&mut self.core.queues, &wr),
+            None => return Err(self.core.invalid_state("post_send")),
+        };
+        self.check_failure();
+        r
+    }
+
+    fn post_send_prefixed(&mut self, wr: SendWrOwned, prefix: &[u8]) -> Result<(), VerbsError> {
+        if prefix.is_empty() {
+            return self.post_send_owned(wr);
+        }
+        match &mut self.path {
+            Some(rc) if self.core.state == QpState::Rts => {
+                let r = rc.post_send_prefixed(&mut self.core.queues, &wr.borrowed(), prefix);
+                self.check_failure();
+                r
+            }
+            _ => post_joined(self, wr, prefix),
+        }
+    }
+
+    fn poll_cq(&mut self, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize, VerbsError> {
+        self.poll(out, max, None)
+    }
+
+    fn poll_cq_with(
+        &mut self,
+        recv: &mut dyn RdReceiver,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+    ) -> Result<usize, VerbsError> {
+        self.poll(out, max, Some(recv))
+    }
+
+    /// RC has no timers of its own: TCP keeps them.
+    fn next_deadline(&self) -> Option<Instant> {
+        None
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.path.as_ref().map_or(0, |rc| rc.memory_bytes())
+    }
+
+    fn set_error(&mut self) {
+        if self.core.state == QpState::Error {
+            return;
+        }
+        if let Some(rc) = &mut self.path {
+            rc.fail(&mut self.core.queues, None);
+        }
+        self.core.enter_error(None);
+    }
+}
+
+/// Accepts one connection by `deadline`, whether the listener blocks or not.
+fn accept_by(listener: &TcpListener, deadline: Instant) -> Result<TcpStream, VerbsError> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(VerbsError::Timeout);
+        }
+        // Millisecond resolution; round up so a short remainder still waits.
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        match nix::poll::poll(&mut fds, timeout) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        match listener.accept() {
+            Ok((stream, _)) => return Ok(stream),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
