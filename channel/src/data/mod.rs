@@ -110,6 +110,8 @@ pub struct Stats {
     pub push_parked: u64,
     /// Pushed chunks that went straight into a posted receive.
     pub push_placed: u64,
+    /// Rendezvous chunks read from their connection straight into the receive.
+    pub chunks_in_place: u64,
     /// Peers' RMA WRITE messages (a write's chunks) and READs placed and served from our
     /// memory regions, and those refused (no such key, out of bounds, access not granted).
     pub rma_writes_in: u64,
@@ -1157,21 +1159,30 @@ impl State {
     }
 
     fn on_data(&mut self, src: SocketAddr, recv_id: u64, offset: u64, payload: &[u8]) {
+        self.data_arrived(src, recv_id, offset, payload, payload.len());
+    }
+
+    /// `len` bytes of rendezvous receive `recv_id` at `offset` arrived: the first of them
+    /// (`write`) are copied there, the rest were read in place.
+    fn data_arrived(
+        &mut self,
+        src: SocketAddr,
+        recv_id: u64,
+        offset: u64,
+        write: &[u8],
+        len: usize,
+    ) {
         let Some(r) = self.rx.rndv.get_mut(&recv_id) else {
             self.stats.stray += 1;
             return;
         };
         let d = &r.delivery;
-        let fits = usize::try_from(offset)
-            .ok()
-            .and_then(|o| o.checked_add(payload.len()))
-            .is_some_and(|end| end <= d.placed);
-        if r.from != src || !fits {
+        if r.from != src || !fits(d, offset, len) {
             self.stats.malformed += 1;
             return;
         }
-        d.recv.mem.write_at(d.offset + offset as usize, payload);
-        r.got += payload.len();
+        d.recv.mem.write_at(d.offset + offset as usize, write);
+        r.got += len;
         if r.got >= d.placed {
             let r = self.end_rndv(recv_id).expect("present");
             self.finish_recv(r.kind, &r.delivery, true);
@@ -1276,6 +1287,94 @@ impl RdReceiver for State {
         }
         true
     }
+
+    /// A rendezvous chunk over a connection, whose receive is posted and has room for it, is
+    /// read from the socket straight into the receive.
+    fn in_place(&mut self, src: SocketAddr, head: &[u8], len: usize) -> bool {
+        let Some(chunk) = len.checked_sub(IN_PLACE_HEADERS) else {
+            return false;
+        };
+        self.peers.would_take(src, head)
+            && self
+                .in_place_target(src, head)
+                .is_some_and(|(d, at)| fits(d, at, chunk))
+    }
+
+    fn read_in_place(
+        &mut self,
+        src: SocketAddr,
+        head: &[u8],
+        offset: usize,
+        max: usize,
+        read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
+    ) -> std::io::Result<usize> {
+        let placed = match (
+            self.in_place_target(src, head),
+            offset.checked_sub(IN_PLACE_HEADERS),
+        ) {
+            (Some((d, at)), Some(past)) => {
+                d.recv
+                    .mem
+                    .read_at(d.offset + at as usize + past, max, read)?
+            }
+            _ => 0,
+        };
+        if placed > 0 {
+            return Ok(placed);
+        }
+        // Its receive went (cancelled, the endpoint closing): the bytes are read and dropped.
+        read(&mut vec![0; max.min(CHUNK)])
+    }
+
+    fn placed(&mut self, src: SocketAddr, head: &[u8], len: usize) {
+        let (verdict, seq, body) = self.peers.arrive(src, head);
+        if verdict == Verdict::Dropped {
+            return;
+        }
+        self.log_traffic(src, None, len - peer::HEADER, false);
+        if verdict == Verdict::Ahead {
+            self.peers.taken_ahead(src, seq);
+        }
+        self.heard_from(src);
+        match wire::parse(body) {
+            Ok((
+                _,
+                Msg::Data {
+                    recv_id,
+                    offset,
+                    payload,
+                },
+            )) => {
+                self.stats.chunks_in_place += 1;
+                self.data_arrived(src, recv_id, offset, payload, len - IN_PLACE_HEADERS)
+            }
+            _ => self.stats.malformed += 1,
+        }
+        if verdict == Verdict::Now {
+            self.hand_over_rest(src);
+        }
+    }
+}
+
+/// The headers in front of a chunk's bytes: the per-peer header and DATA's.
+const IN_PLACE_HEADERS: usize = peer::HEADER + wire::DATA_HEADER;
+
+impl State {
+    /// The delivery and the offset in it of the DATA chunk that starts with `head` (behind its
+    /// per-peer header), if its receive is posted and from `src`.
+    fn in_place_target(&self, src: SocketAddr, head: &[u8]) -> Option<(&Delivery<Recv>, u64)> {
+        let Ok((
+            _,
+            Msg::Data {
+                recv_id, offset, ..
+            },
+        )) = wire::parse(head.get(peer::HEADER..)?)
+        else {
+            return None;
+        };
+        let r = self.rx.rndv.get(&recv_id).filter(|r| r.from == src)?;
+        Some((&r.delivery, offset))
+    }
 }
 
 impl State {
@@ -1336,6 +1435,14 @@ impl State {
         }
         true
     }
+}
+
+/// Whether `len` bytes at `offset` lie within what delivery `d` places.
+fn fits(d: &Delivery<Recv>, offset: u64, len: usize) -> bool {
+    usize::try_from(offset)
+        .ok()
+        .and_then(|o| o.checked_add(len))
+        .is_some_and(|end| end <= d.placed)
 }
 
 /// Pushed chunks a rendezvous receive starts with.

@@ -62,9 +62,41 @@ fn rc_mode_carries_eager_and_rendezvous_over_a_connection() {
     let (paths, _) = b.ep.with_data(|d| d.path_stats());
     assert!(paths.rc_messages > 0, "answers too: {paths:?}");
     assert_eq!(paths.connected, 1);
+    // Rendezvous chunks were read from the connection straight into the receive.
+    assert!(b.ep.data_stats().chunks_in_place > 0);
     // The connection's buffers are in the ledger.
     let conn = a.ep.sample_memory().get(policies::Account::Connections);
     assert!(conn.bytes > 0 && conn.peers == Some(1), "{conn:?}");
+}
+
+/// Chunks read in place land where they belong, CRC checked or not (on one host it is off
+/// by default), and into receives longer than the message; nothing is counted stray or
+/// malformed.
+#[test]
+fn rendezvous_chunks_read_in_place_are_whole_with_and_without_crc() {
+    for crc_same_host in [false, true] {
+        let (a, b) = pair_with(Config {
+            promote: rc_mode(),
+            crc_same_host,
+            ..Config::default()
+        });
+        one(&a, &b, 1, 10);
+        wait_connections(&a, &b, 1);
+        let n = (8 << 20) + 4097;
+        for (tag, room) in [(2, n), (3, n + 100_000)] {
+            let buf = recv(&b, 0, Kind::Tagged, tag, room, 5);
+            send(&a, 1, Kind::Tagged, tag, pattern(n, tag as u8), 6);
+            let c = ok(next(&b, &a));
+            assert_eq!((c.op_context, c.tag, c.len), (5, tag, n));
+            let got = buf.lock();
+            assert!(got[..n] == pattern(n, tag as u8), "crc {crc_same_host}");
+            assert!(got[n..].iter().all(|&x| x == 0), "nothing past the message");
+            assert_eq!(ok(next(&a, &b)).op_context, 6);
+        }
+        let st = b.ep.data_stats();
+        assert!(st.chunks_in_place > 0, "crc {crc_same_host}: {st:?}");
+        assert_eq!((st.stray, st.malformed), (0, 0), "{st:?}");
+    }
 }
 
 /// Numbered messages of mixed sizes from A to B, `rounds` bursts of `burst`, a pause of

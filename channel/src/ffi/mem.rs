@@ -192,6 +192,42 @@ impl UserMem {
         n
     }
 
+    /// Lets `read` fill bytes from `offset` on, at most `max` and within one piece of the
+    /// buffer, straight from where they come (a socket), instead of copying them from a
+    /// buffer of the provider's: returns what `read` returned. `Ok(0)` without calling `read`
+    /// when nothing lies there.
+    pub fn read_at(
+        &self,
+        offset: usize,
+        max: usize,
+        read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
+    ) -> std::io::Result<usize> {
+        let n = max.min(self.len.saturating_sub(offset));
+        if n == 0 {
+            return Ok(0);
+        }
+        match &self.backing {
+            Backing::One(_) | Backing::Raw(_) => {
+                let mut first = None;
+                self.for_pieces(offset, n, |addr, _, len| {
+                    first = first.or(Some((addr, len)));
+                });
+                let Some((addr, len)) = first.filter(|&(_, len)| len > 0) else {
+                    return Ok(0);
+                };
+                // SAFETY: the piece lies inside a buffer the application lent for this
+                // operation (from_raw/from_iov), which it does not touch until the operation
+                // completes; nothing else refers to these bytes while `read` runs.
+                let dst = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
+                read(dst)
+            }
+            Backing::Owned(v) => {
+                let at = self.base + offset;
+                read(&mut v.lock()[at..at + n])
+            }
+        }
+    }
+
     /// `len` bytes from `offset` as a `Bytes` that refers to the application's buffer
     /// instead of copying it, when they lie in one contiguous piece of it. The caller keeps the
     /// `Bytes` no longer than the operation lasts (until its completion).
@@ -286,6 +322,50 @@ mod tests {
         assert_eq!(m.lend(3, 5).as_deref(), Some(&[2, 3, 4, 5, 6][..]));
         assert_eq!(m.lend(2, 2), None, "spans two pieces");
         assert_eq!(UserMem::owned(vec![1]).0.lend(0, 1), None);
+    }
+
+    #[test]
+    fn reads_in_place_fill_one_piece_at_a_time() {
+        let mut a = [0u8; 3];
+        let mut c = [0u8; 5];
+        let iov = [
+            iovec {
+                iov_base: a.as_mut_ptr().cast(),
+                iov_len: a.len(),
+            },
+            iovec {
+                iov_base: c.as_mut_ptr().cast(),
+                iov_len: c.len(),
+            },
+        ];
+        // SAFETY: the arrays outlive every use of `m`.
+        let m = unsafe { UserMem::from_iov(iov.as_ptr(), iov.len()) }.unwrap();
+        let mut src = &[1u8, 2, 3, 4, 5, 6, 7][..];
+        let mut at = 1;
+        let mut runs = vec![];
+        while !src.is_empty() {
+            let n = m
+                .read_at(at, src.len(), &mut |dst| std::io::Read::read(&mut src, dst))
+                .unwrap();
+            runs.push(n);
+            at += n;
+        }
+        assert_eq!(runs, [2, 5], "one piece per read");
+        assert_eq!((a, c), ([0, 1, 2], [3, 4, 5, 6, 7]));
+        // Past the end nothing is read, and `read` is not called.
+        let called = &mut false;
+        let n = m.read_at(8, 4, &mut |_| {
+            *called = true;
+            Ok(1)
+        });
+        assert_eq!((n.unwrap(), *called), (0, false));
+        let (owned, v) = UserMem::owned(vec![0; 4]);
+        let mut src = &[9u8, 9][..];
+        let n = owned
+            .slice(1, 3)
+            .read_at(1, 5, &mut |dst| std::io::Read::read(&mut src, dst))
+            .unwrap();
+        assert_eq!((n, v.lock().clone()), (2, vec![0, 0, 9, 9]));
     }
 
     #[test]

@@ -72,6 +72,22 @@ impl RdReceiver for AsPeer<'_> {
     fn max_message(&self) -> usize {
         self.inner.max_message()
     }
+    fn in_place(&mut self, _: SocketAddr, head: &[u8], len: usize) -> bool {
+        self.inner.in_place(self.peer, head, len)
+    }
+    fn read_in_place(
+        &mut self,
+        _: SocketAddr,
+        head: &[u8],
+        offset: usize,
+        max: usize,
+        read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
+    ) -> std::io::Result<usize> {
+        self.inner.read_in_place(self.peer, head, offset, max, read)
+    }
+    fn placed(&mut self, _: SocketAddr, head: &[u8], len: usize) {
+        self.inner.placed(self.peer, head, len)
+    }
 }
 
 impl<R> Conn<R> {

@@ -226,6 +226,21 @@ impl Peers {
         };
         (verdict, h.seq, body)
     }
+    /// Whether a message starting with `bytes` (its header at least) would be handed over,
+    /// in its turn or ahead of it, if it arrived whole now. Changes nothing: the check before
+    /// a message is read in place, whose [`Peers::arrive`] comes once it is whole.
+    pub fn would_take(&self, src: SocketAddr, bytes: &[u8]) -> bool {
+        let Some((h, _)) = PeerHeader::parse(bytes) else {
+            return false;
+        };
+        h.dst_epoch == self.epoch
+            && h.flags & header::ACK_ONLY == 0
+            && self
+                .map
+                .get(&src)
+                .is_some_and(|p| p.epoch == Some(h.src_epoch) && p.rx.turn(h.seq) != Turn::Past)
+    }
+
     /// The message whose turn it was (from `src`) was handed over.
     pub fn handed(&mut self, src: SocketAddr) {
         if let Some(p) = self.map.get_mut(&src) {
