@@ -353,6 +353,10 @@ impl Endpoint {
         self.data_op(|d| d.rma(write, a))
     }
 
+    pub fn atomic(&self, a: crate::data::AtomicArgs) -> Result<()> {
+        self.data_op(|d| d.atomic(a))
+    }
+
     pub fn recv(&self, mut a: RecvArgs) -> Result<()> {
         if a.flags & FI_MULTI_RECV != 0 && self.info.caps & FI_MULTI_RECV == 0 {
             a.flags &= !FI_MULTI_RECV;

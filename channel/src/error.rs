@@ -23,6 +23,7 @@ impl Errno {
     pub const NOPROTOOPT: Errno = Errno(sys::FI_ENOPROTOOPT as u32);
     pub const NOSYS: Errno = Errno(sys::FI_ENOSYS as u32);
     pub const OPBADSTATE: Errno = Errno(sys::FI_EOPBADSTATE);
+    pub const OPNOTSUPP: Errno = Errno(sys::FI_EOPNOTSUPP as u32);
     pub const OTHER: Errno = Errno(sys::FI_EOTHER);
     pub const TIMEDOUT: Errno = Errno(sys::FI_ETIMEDOUT as u32);
     pub const TOOSMALL: Errno = Errno(sys::FI_ETOOSMALL);

@@ -12,6 +12,7 @@
 //! thread.
 
 pub mod addr;
+pub mod atomic;
 pub mod av;
 pub mod cntr;
 pub mod cq;

@@ -92,8 +92,38 @@ impl MrTable {
     }
 }
 
+impl MrTable {
+    /// Reads `len` bytes at offset `addr` of region `key`, lets `f` change them, writes them
+    /// back and returns what they were: one atomic operation, under the table's lock. `need`
+    /// is the access it takes (remote write, remote read, or both).
+    pub fn update(
+        &self,
+        key: u64,
+        addr: u64,
+        len: usize,
+        need: u64,
+        f: impl FnOnce(&mut [u8]),
+    ) -> std::result::Result<Vec<u8>, Refusal> {
+        let map = self.0.lock();
+        let what = if need & FI_REMOTE_WRITE != 0 {
+            "write"
+        } else {
+            "read"
+        };
+        let (r, at) = check(&map, key, addr, len, need, what)?;
+        let mut old = Vec::with_capacity(len);
+        r.mem.read_into(at, len, &mut old);
+        let mut new = old.clone();
+        f(&mut new);
+        if new != old {
+            r.mem.write_at(at, &new);
+        }
+        Ok(old)
+    }
+}
+
 /// The region and the offset in it, if `len` bytes at `addr` lie inside it and `need` is
-/// granted.
+/// granted (every bit of it).
 fn check<'a>(
     map: &'a Map<u64, Region>,
     key: u64,
@@ -115,7 +145,7 @@ fn check<'a>(
             len: r.mem.len(),
         });
     };
-    if r.access & need == 0 {
+    if r.access & need != need {
         return Err(Refusal::Access(what));
     }
     Ok((r, at))

@@ -237,6 +237,13 @@ impl DataPath {
         r
     }
 
+    pub fn atomic(&mut self, a: super::AtomicArgs) -> Result<()> {
+        self.room()?;
+        let r = self.st.atomic(a);
+        self.flush_backlog();
+        r
+    }
+
     pub fn cancel(&mut self, context: usize) -> Result<()> {
         self.st.cancel(context)
     }

@@ -15,6 +15,7 @@
 //! Chunks are placed even ahead of their turn; everything else is handled in per-peer order.
 //! `State` handles arrivals and queues sends; `driver` owns the queue pair.
 
+mod atomic;
 pub mod budget;
 mod bufs;
 mod complete;
@@ -47,6 +48,7 @@ use crate::matching::{
 };
 use crate::mr::SharedMrs;
 use crate::peer::{self, Peers, Verdict};
+pub use atomic::AtomicArgs;
 pub use budget::Budget;
 use bufs::SendBufs;
 use complete::kind_flag;
@@ -117,6 +119,8 @@ pub struct Stats {
     pub rma_writes_in: u64,
     pub rma_reads_in: u64,
     pub rma_refused: u64,
+    /// Peers' atomic operations applied to our memory regions.
+    pub atomics_in: u64,
 }
 
 /// What the data path holds, by concern, for the memory ledger.
@@ -533,6 +537,8 @@ impl State {
             ),
             Op::Write { .. } => (rma_completion(FI_WRITE, s.context), FI_WRITE),
             Op::Read { .. } => (rma_completion(FI_READ, s.context), FI_READ),
+            Op::Atomic { fetch: false } => (atomic_completion(FI_WRITE, s.context), FI_WRITE),
+            Op::Atomic { fetch: true } => (atomic_completion(FI_READ, s.context), FI_READ),
         };
         match err {
             None => self.out.tx_done(c, s.flags, event),
@@ -1155,6 +1161,10 @@ impl State {
                 payload,
             } => self.on_read_data(src, id, offset, payload),
             Msg::RmaAnswer { id, errno, last } => self.on_rma_answer(src, id, errno, last),
+            Msg::Atomic(r) => self.on_atomic(AddressHandle::new(src, qpn), r),
+            Msg::AtomicAnswer { id, errno, fetched } => {
+                self.on_atomic_answer(src, id, errno, fetched)
+            }
         }
     }
 
@@ -1484,6 +1494,15 @@ fn rma_completion(dir: u64, context: usize) -> Completion {
     }
 }
 
+/// An initiator's atomic completion: FI_WRITE for `fi_atomic`, FI_READ for the fetching calls.
+fn atomic_completion(dir: u64, context: usize) -> Completion {
+    Completion {
+        op_context: context,
+        flags: FI_ATOMIC | dir,
+        ..Completion::default()
+    }
+}
+
 fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
     Completion {
         op_context: context,
@@ -1493,6 +1512,8 @@ fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
     }
 }
 
+#[cfg(test)]
+mod atomic_tests;
 #[cfg(test)]
 mod forged_tests;
 #[cfg(test)]

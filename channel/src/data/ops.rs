@@ -90,6 +90,9 @@ pub enum Op {
     /// An RMA read into `mem`: it completes when READ_DATA has brought all `len` bytes
     /// (`cleared`) and the READ was acknowledged.
     Read { got: usize },
+    /// An atomic operation: it completes when the target answered (with the values from
+    /// before, into `mem`, if `fetch`) and the request was acknowledged.
+    Atomic { fetch: bool },
 }
 
 impl Op {
@@ -98,6 +101,7 @@ impl Op {
             Op::Send => "send",
             Op::Write { .. } => "RMA write",
             Op::Read { .. } => "RMA read",
+            Op::Atomic { .. } => "atomic",
         }
     }
 }

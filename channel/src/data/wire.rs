@@ -19,6 +19,9 @@
 //! READ        read id u64 | key u64 | address u64 | length u64
 //! READ_DATA   read id u64 | offset u64                                      payload
 //! RMA_ANSWER  write or read id u64 | fi errno u64 (0: done)
+//! ATOMIC      request id u64 | key u64 | address u64 | count u32, datatype u8, op u8, 0 u16
+//!                                                                operand, compare operand
+//! ATOMIC_ANSWER  request id u64 | fi errno u64 (0: done)          the values before (F_FETCH)
 //! ```
 //!
 //! RMA (`rma.rs`): a WRITE places its payload at `address` of the target's memory region
@@ -26,6 +29,13 @@
 //! either (no such region, out of its bounds, access not granted) answers RMA_ANSWER with an
 //! errno, and it answers a write's last WRITE (flagged `F_LAST`) in any case, echoing the flag:
 //! that answer, not the acknowledgement, completes the write.
+//!
+//! Atomics (`atomic.rs`): ATOMIC carries RFC 7306's Atomic Request fields (request identifier,
+//! the target's STag and tagged offset, the operands) with what MPI needs beyond its 64-bit
+//! fetch-add and compare-swap: a count of elements, their datatype and the operation, in
+//! libfabric's codes. The target applies it and answers ATOMIC_ANSWER, which carries the values
+//! from before the operation when the request is flagged `F_FETCH` (RFC 7306's Atomic Response
+//! carries one such value).
 
 use crate::matching::Kind;
 
@@ -39,6 +49,8 @@ const WRITE: u8 = 7;
 const READ: u8 = 8;
 const READ_DATA: u8 = 9;
 const RMA_ANSWER: u8 = 10;
+const ATOMIC: u8 = 11;
+const ATOMIC_ANSWER: u8 = 12;
 
 const F_TAGGED: u8 = 1;
 const F_CQ_DATA: u8 = 2;
@@ -48,6 +60,8 @@ const F_PUSHED: u8 = 4;
 const F_TAKEN: u8 = 1;
 /// WRITE: the write's last; RMA_ANSWER: answers a write's last WRITE.
 const F_LAST: u8 = 1;
+/// ATOMIC: the values from before the operation are wanted back.
+const F_FETCH: u8 = 1;
 
 /// Header bytes of EAGER and RTS.
 pub const MATCH_HEADER: usize = 40;
@@ -63,6 +77,9 @@ pub const WRITE_HEADER: usize = 32;
 pub const READ_LEN: usize = 40;
 /// Bytes of RMA_ANSWER.
 pub const RMA_ANSWER_LEN: usize = 24;
+/// Header bytes of ATOMIC and of ATOMIC_ANSWER.
+pub const ATOMIC_HEADER: usize = 40;
+pub const ATOMIC_ANSWER_HEADER: usize = 24;
 
 /// Matching data of an EAGER or RTS message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +142,27 @@ pub enum Msg<'a> {
         errno: u64,
         last: bool,
     },
+    Atomic(AtomicRequest<'a>),
+    AtomicAnswer {
+        id: u64,
+        errno: u64,
+        fetched: &'a [u8],
+    },
+}
+
+/// An ATOMIC message. Codes are libfabric's, unchecked: the target answers an error for one
+/// it does not take.
+#[derive(Debug, PartialEq, Eq)]
+pub struct AtomicRequest<'a> {
+    pub id: u64,
+    pub key: u64,
+    pub addr: u64,
+    pub count: u32,
+    pub datatype: u8,
+    pub op: u8,
+    pub fetch: bool,
+    /// The operand, then the compare operand (compare operations).
+    pub operands: &'a [u8],
 }
 
 /// Why a message was dropped (each is counted).
@@ -234,6 +272,18 @@ pub fn rma_answer(out: &mut Vec<u8>, qpn: u32, id: u64, errno: u64, last: bool) 
     );
 }
 
+/// Appends an ATOMIC header; the caller appends the operands.
+pub fn atomic(out: &mut Vec<u8>, qpn: u32, r: &AtomicRequest<'_>) {
+    let last = u64::from(r.count) | u64::from(r.datatype) << 32 | u64::from(r.op) << 40;
+    let flags = if r.fetch { F_FETCH } else { 0 };
+    put(out, qpn, ATOMIC, flags, &[r.id, r.key, r.addr, last]);
+}
+
+/// Appends an ATOMIC_ANSWER header; the caller appends the values fetched.
+pub fn atomic_answer(out: &mut Vec<u8>, qpn: u32, id: u64, errno: u64) {
+    put(out, qpn, ATOMIC_ANSWER, 0, &[id, errno]);
+}
+
 /// Whether a message goes to the matcher (an eager message or an RTS), so that its sender must
 /// be known to match a directed receive.
 pub fn is_matched(b: &[u8]) -> bool {
@@ -269,6 +319,8 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
         WRITE => WRITE_HEADER,
         READ => READ_LEN,
         RMA_ANSWER => RMA_ANSWER_LEN,
+        ATOMIC => ATOMIC_HEADER,
+        ATOMIC_ANSWER => ATOMIC_ANSWER_HEADER,
         _ => return Err(WireError::Op(op)),
     };
     if b.len() < need {
@@ -279,6 +331,7 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
         RTS => F_TAGGED | F_CQ_DATA | F_PUSHED,
         CTS => F_TAKEN,
         WRITE | RMA_ANSWER => F_LAST,
+        ATOMIC => F_FETCH,
         _ => 0,
     };
     if flags & !allowed != 0 {
@@ -358,6 +411,27 @@ pub fn parse(b: &[u8]) -> Result<(u32, Msg<'_>), WireError> {
                 id: u64_at(b, 8),
                 errno: u64_at(b, 16),
                 last: flags & F_LAST != 0,
+            },
+            ATOMIC => {
+                let last = u64_at(b, 32);
+                if last >> 48 != 0 {
+                    return Err(WireError::Reserved);
+                }
+                Msg::Atomic(AtomicRequest {
+                    id: u64_at(b, 8),
+                    key: u64_at(b, 16),
+                    addr: u64_at(b, 24),
+                    count: last as u32,
+                    datatype: (last >> 32) as u8,
+                    op: (last >> 40) as u8,
+                    fetch: flags & F_FETCH != 0,
+                    operands: &b[ATOMIC_HEADER..],
+                })
+            }
+            ATOMIC_ANSWER => Msg::AtomicAnswer {
+                id: u64_at(b, 8),
+                errno: u64_at(b, 16),
+                fetched: &b[ATOMIC_ANSWER_HEADER..],
             },
             PUSH => Msg::Push {
                 handle: u64_at(b, 8),
@@ -523,6 +597,42 @@ mod tests {
             assert_eq!(parse(&b), Ok((3, want)));
         }
         b[1] = 2;
+        assert_eq!(parse(&b).err(), Some(WireError::Reserved));
+    }
+
+    #[test]
+    fn atomic_round_trips() {
+        let mut b = vec![];
+        for fetch in [false, true] {
+            b.clear();
+            let r = AtomicRequest {
+                id: 8,
+                key: 1 << 63 | 5,
+                addr: 24,
+                count: u32::MAX,
+                datatype: 9,
+                op: 18,
+                fetch,
+                operands: b"abcdefgh",
+            };
+            atomic(&mut b, 3, &r);
+            b.extend_from_slice(r.operands);
+            assert_eq!(b.len(), ATOMIC_HEADER + 8);
+            assert_eq!(parse(&b), Ok((3, Msg::Atomic(r))));
+        }
+        assert_eq!(parse(&b[..ATOMIC_HEADER - 1]).err(), Some(WireError::Short));
+        b[ATOMIC_HEADER - 1] = 1;
+        assert_eq!(parse(&b).err(), Some(WireError::Reserved));
+        b.clear();
+        atomic_answer(&mut b, 3, 8, 0);
+        b.extend_from_slice(b"old");
+        let want = Msg::AtomicAnswer {
+            id: 8,
+            errno: 0,
+            fetched: b"old",
+        };
+        assert_eq!(parse(&b), Ok((3, want)));
+        b[1] = 1;
         assert_eq!(parse(&b).err(), Some(WireError::Reserved));
     }
 
