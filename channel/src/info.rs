@@ -24,18 +24,30 @@ pub const DEFAULT_CAPS: u64 = FI_MSG
     | RMA_CAPS
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM;
-pub const SUPPORTED_CAPS: u64 = DEFAULT_CAPS | FI_SOURCE;
-/// RMA and its four directions; asking for FI_RMA alone means all four (fi_getinfo(3)).
+/// FI_ATOMIC is offered to those who ask for it (Open MPI's `btl ofi`, for `osc rdma`), not
+/// by default: MPICH would take it and move its accumulates from messages to atomics.
+pub const SUPPORTED_CAPS: u64 = DEFAULT_CAPS | FI_SOURCE | FI_ATOMIC;
+/// RMA and its four directions; asking for FI_RMA (or FI_ATOMIC) alone means all four
+/// (fi_getinfo(3)).
 const RMA_CAPS: u64 = FI_RMA | RMA_DIRECTIONS;
 const RMA_DIRECTIONS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 /// Capabilities an application must ask for to get; the rest are returned whenever supported.
-const PRIMARY_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | RMA_CAPS;
+const PRIMARY_CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | RMA_CAPS | FI_ATOMIC;
 const SECONDARY_DEFAULT: u64 = FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
-const TX_CAPS: u64 =
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+const TX_CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_SEND
+    | FI_RMA
+    | FI_ATOMIC
+    | FI_READ
+    | FI_WRITE
+    | FI_LOCAL_COMM
+    | FI_REMOTE_COMM;
 const RX_CAPS: u64 = FI_MSG
     | FI_TAGGED
     | FI_RMA
+    | FI_ATOMIC
     | FI_REMOTE_READ
     | FI_REMOTE_WRITE
     | FI_RECV
@@ -57,9 +69,9 @@ pub const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV;
 /// Send-after-send is the MPI non-overtaking rule. A target takes a peer's WRITEs and READs in
 /// order, so reads and writes after writes and reads after reads keep their order; a write or
 /// a send after a read does not (a read's chunks are copied when they are sent, later), nor
-/// does a read or write after a send (a rendezvous send's data is placed after its answer). The
-/// atomic orderings hold vacuously while FI_ATOMIC is not offered (MPICH asks for them
-/// regardless); FI_ORDER_DATA does not hold, since rendezvous segments are placed as they arrive.
+/// does a read or write after a send (a rendezvous send's data is placed after its answer).
+/// Atomics from one peer are applied in its send order, so the atomic orderings hold;
+/// FI_ORDER_DATA does not, since rendezvous segments are placed as they arrive.
 pub const SUPPORTED_ORDER: u64 = FI_ORDER_SAS
     | FI_ORDER_SAW
     | FI_ORDER_RAR
@@ -306,7 +318,7 @@ pub fn negotiate(api_version: u32, hints: Option<&Info>) -> Result<Info, Refused
         0 => DEFAULT_CAPS & PRIMARY_CAPS,
         asked => asked,
     };
-    let primary = if primary & FI_RMA != 0 && primary & RMA_DIRECTIONS == 0 {
+    let primary = if primary & (FI_RMA | FI_ATOMIC) != 0 && primary & RMA_DIRECTIONS == 0 {
         primary | RMA_DIRECTIONS
     } else {
         primary
@@ -505,6 +517,34 @@ mod tests {
     }
 
     #[test]
+    fn atomics_are_granted_only_when_asked_with_every_direction() {
+        assert_eq!(negotiate(V, None).unwrap().caps & FI_ATOMIC, 0);
+        let i = negotiate(V, Some(&mpich_hints())).unwrap();
+        assert_eq!(
+            i.caps & FI_ATOMIC,
+            0,
+            "MPICH keeps its accumulates as messages"
+        );
+        let h = Info {
+            caps: FI_ATOMIC | FI_RMA,
+            ..Default::default()
+        };
+        let i = negotiate(V, Some(&h)).unwrap();
+        assert_eq!(i.caps & (FI_ATOMIC | RMA_CAPS), FI_ATOMIC | RMA_CAPS);
+        assert_ne!(i.tx.caps & FI_ATOMIC, 0);
+        assert_ne!(i.rx.caps & FI_ATOMIC, 0);
+        let h = Info {
+            caps: FI_ATOMIC,
+            ..Default::default()
+        };
+        let i = negotiate(V, Some(&h)).unwrap();
+        assert_eq!(
+            i.caps & (FI_ATOMIC | RMA_DIRECTIONS),
+            FI_ATOMIC | RMA_DIRECTIONS
+        );
+    }
+
+    #[test]
     fn ompi_hints_get_bit_63_and_map() {
         let i = negotiate(fi_version(1, 5), Some(&ompi_hints())).unwrap();
         assert_eq!(i.ep.mem_tag_format, TAG_GENERIC);
@@ -531,7 +571,7 @@ mod tests {
         };
         assert_eq!(negotiate(V, Some(&h)), Err(Refused("caps")));
         let h = Info {
-            caps: FI_ATOMIC,
+            caps: FI_COLLECTIVE,
             ..Default::default()
         };
         assert_eq!(negotiate(V, Some(&h)), Err(Refused("caps")));

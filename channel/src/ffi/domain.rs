@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{av, cntr, cq, ep, fabric, info, mr, stubs, sys};
+use super::{atomic, av, cntr, cq, ep, fabric, info, mr, stubs, sys};
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
 
@@ -24,7 +24,7 @@ static OPS: sys::fi_ops_domain = sys::fi_ops_domain {
     poll_open: Some(stubs::domain_poll_open),
     stx_ctx: Some(stubs::domain_stx_ctx),
     srx_ctx: Some(stubs::domain_srx_ctx),
-    query_atomic: Some(stubs::domain_query_atomic),
+    query_atomic: Some(atomic::query_atomic),
     query_collective: Some(stubs::domain_query_collective),
     endpoint2: Some(stubs::domain_endpoint2),
 };

@@ -8,7 +8,7 @@ use std::ptr;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{av, cntr, cq, domain, info, msg, rma, stubs, sys};
+use super::{atomic, av, cntr, cq, domain, info, msg, rma, stubs, sys};
 use crate::addr::EpName;
 use crate::endpoint::{Bind, Endpoint};
 use crate::error::{Errno, Result};
@@ -69,7 +69,7 @@ pub(super) unsafe extern "C" fn open(
             msg: ptr::from_ref(&msg::MSG_OPS).cast_mut(),
             rma: ptr::from_ref(&rma::RMA_OPS).cast_mut(),
             tagged: ptr::from_ref(&msg::TAGGED_OPS).cast_mut(),
-            atomic: ptr::from_ref(&stubs::ATOMIC_OPS).cast_mut(),
+            atomic: ptr::from_ref(&atomic::ATOMIC_OPS).cast_mut(),
             collective: ptr::from_ref(&stubs::COLLECTIVE_OPS).cast_mut(),
         };
         obj::hand_out(ep, fid, inner)?;

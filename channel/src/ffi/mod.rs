@@ -13,6 +13,7 @@
 pub(crate) mod log;
 pub(crate) mod sys;
 
+mod atomic;
 mod av;
 mod cntr;
 mod cq;

@@ -50,13 +50,12 @@ enosys! {
     fabric_domain2(*mut fid_fabric, *mut fi_info, *mut *mut fid_domain, u64, Ctx) -> c_int;
 }
 
-// Domain: no scalable endpoints, poll sets, shared contexts, atomics or collectives.
+// Domain: no scalable endpoints, poll sets, shared contexts or collectives.
 enosys! {
     domain_scalable_ep(*mut fid_domain, *mut fi_info, *mut Ep, Ctx) -> c_int;
     domain_poll_open(*mut fid_domain, *mut fi_poll_attr, *mut *mut fid_poll) -> c_int;
     domain_stx_ctx(*mut fid_domain, *mut fi_tx_attr, *mut *mut fid_stx, Ctx) -> c_int;
     domain_srx_ctx(*mut fid_domain, *mut fi_rx_attr, *mut Ep, Ctx) -> c_int;
-    domain_query_atomic(*mut fid_domain, fi_datatype, fi_op, *mut fi_atomic_attr, u64) -> c_int;
     domain_query_collective(*mut fid_domain, fi_collective_op, *mut fi_collective_attr, u64) -> c_int;
     domain_endpoint2(*mut fid_domain, *mut fi_info, *mut Ep, u64, Ctx) -> c_int;
 }
@@ -77,8 +76,8 @@ enosys! {
     cm_join(Ep, *const c_void, u64, *mut *mut fid_mc, Ctx) -> c_int;
 }
 
-// Remote CQ data on RMA writes is not offered (neither MPI uses it); atomics and collectives
-// are not offered at all (no FI_ATOMIC or FI_COLLECTIVE caps).
+// Remote CQ data on RMA writes is not offered (neither MPI uses it); collectives are not
+// offered at all (no FI_COLLECTIVE cap).
 enosys! {
     rma_writedata(Ep, *const c_void, usize, Ctx, u64, fi_addr_t, u64, u64, Ctx) -> isize;
     rma_injectdata(Ep, *const c_void, usize, u64, fi_addr_t, u64, u64) -> isize;
@@ -86,41 +85,7 @@ enosys! {
 
 type Dt = fi_datatype;
 type Op = fi_op;
-type Ioc = *const fi_ioc;
 type IocMut = *mut fi_ioc;
-
-enosys! {
-    atomic_write(Ep, *const c_void, usize, Ctx, fi_addr_t, u64, u64, Dt, Op, Ctx) -> isize;
-    atomic_writev(Ep, Ioc, *mut Ctx, usize, fi_addr_t, u64, u64, Dt, Op, Ctx) -> isize;
-    atomic_writemsg(Ep, *const fi_msg_atomic, u64) -> isize;
-    atomic_inject(Ep, *const c_void, usize, fi_addr_t, u64, u64, Dt, Op) -> isize;
-    atomic_readwrite(Ep, *const c_void, usize, Ctx, Ctx, Ctx, fi_addr_t, u64, u64, Dt, Op, Ctx) -> isize;
-    atomic_readwritev(Ep, Ioc, *mut Ctx, usize, IocMut, *mut Ctx, usize, fi_addr_t, u64, u64, Dt, Op, Ctx) -> isize;
-    atomic_readwritemsg(Ep, *const fi_msg_atomic, IocMut, *mut Ctx, usize, u64) -> isize;
-    atomic_compwrite(Ep, *const c_void, usize, Ctx, *const c_void, Ctx, Ctx, Ctx, fi_addr_t, u64, u64, Dt, Op, Ctx) -> isize;
-    atomic_compwritev(Ep, Ioc, *mut Ctx, usize, Ioc, *mut Ctx, usize, IocMut, *mut Ctx, usize, fi_addr_t, u64, u64, Dt, Op, Ctx) -> isize;
-    atomic_compwritemsg(Ep, *const fi_msg_atomic, Ioc, *mut Ctx, usize, IocMut, *mut Ctx, usize, u64) -> isize;
-    atomic_writevalid(Ep, Dt, Op, *mut usize) -> c_int;
-    atomic_readwritevalid(Ep, Dt, Op, *mut usize) -> c_int;
-    atomic_compwritevalid(Ep, Dt, Op, *mut usize) -> c_int;
-}
-
-pub(super) static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
-    size: size_of::<fi_ops_atomic>(),
-    write: Some(atomic_write),
-    writev: Some(atomic_writev),
-    writemsg: Some(atomic_writemsg),
-    inject: Some(atomic_inject),
-    readwrite: Some(atomic_readwrite),
-    readwritev: Some(atomic_readwritev),
-    readwritemsg: Some(atomic_readwritemsg),
-    compwrite: Some(atomic_compwrite),
-    compwritev: Some(atomic_compwritev),
-    compwritemsg: Some(atomic_compwritemsg),
-    writevalid: Some(atomic_writevalid),
-    readwritevalid: Some(atomic_readwritevalid),
-    compwritevalid: Some(atomic_compwritevalid),
-};
 
 enosys! {
     coll_barrier(Ep, fi_addr_t, Ctx) -> isize;

@@ -505,3 +505,160 @@ fn inject_write_never_completes_and_an_injected_writemsg_does() {
         close_all(o);
     }
 }
+
+/// Atomics through the fid tables, on the endpoint's own region: a fetching add, a compare
+/// and swap that hits and one that misses, an injected add (no completion), an
+/// ATOMIC_READ without an operand, and the calls that say what is offered.
+#[test]
+fn atomics_through_the_fid_tables() {
+    unsafe {
+        let o = open_all_with(crate::info::fi_version(1, 17), FI_SEND | FI_RECV);
+        let ep = ptr::addr_of_mut!((*o.ep).fid);
+        let mut name = [0u8; 64];
+        let mut len = name.len();
+        assert_eq!(
+            (*(*o.ep).cm).getname.unwrap()(ep, name.as_mut_ptr().cast(), &mut len),
+            0
+        );
+        let mut me = 0u64;
+        let insert = (*(*o.av).ops).insert.unwrap();
+        assert_eq!(
+            insert(o.av, name.as_ptr().cast(), 1, &mut me, 0, null_mut()),
+            1
+        );
+        let mut target = [5u64, 7];
+        let key = 1u64 << 63 | 6;
+        let mut mr = null_mut::<fid_mr>();
+        let reg = (*(*o.dom).mr).reg.unwrap();
+        let dom = ptr::addr_of_mut!((*o.dom).fid);
+        let at = target.as_mut_ptr().cast::<c_void>();
+        let access = FI_REMOTE_WRITE | FI_REMOTE_READ;
+        assert_eq!(reg(dom, at, 16, access, 0, key, 0, &mut mr, null_mut()), 0);
+        let a = &*(*o.ep).atomic;
+        let read = (*(*o.cq).ops).read.unwrap();
+        let next = || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                let mut e = [fi_cq_tagged_entry::default(); 1];
+                if read(o.cq, e.as_mut_ptr().cast(), 1) == 1 {
+                    return (e[0].op_context as usize, e[0].flags);
+                }
+                assert!(std::time::Instant::now() < until, "no completion");
+            }
+        };
+        let (dt, sum) = (FI_UINT64, FI_SUM);
+        let add = [10u64, 20];
+        let mut old = [0u64; 2];
+        let r = a.readwrite.unwrap()(
+            o.ep,
+            add.as_ptr().cast(),
+            2,
+            null_mut(),
+            old.as_mut_ptr().cast(),
+            null_mut(),
+            me,
+            0,
+            key,
+            dt,
+            sum,
+            ctx(0x1),
+        );
+        assert_eq!(r, 0);
+        assert_eq!(next(), (0x1, FI_ATOMIC | FI_READ));
+        assert_eq!((old, target), ([5, 7], [15, 27]));
+        // Compare and swap: the first element matches, the second does not.
+        let (swap, compare) = ([1u64, 2], [15u64, 0]);
+        let r = a.compwrite.unwrap()(
+            o.ep,
+            swap.as_ptr().cast(),
+            2,
+            null_mut(),
+            compare.as_ptr().cast(),
+            null_mut(),
+            old.as_mut_ptr().cast(),
+            null_mut(),
+            me,
+            0,
+            key,
+            dt,
+            FI_CSWAP,
+            ctx(0x2),
+        );
+        assert_eq!(r, 0);
+        assert_eq!(next(), (0x2, FI_ATOMIC | FI_READ));
+        assert_eq!((old, target), ([15, 27], [1, 27]));
+        // An injected add: no completion; then an ATOMIC_READ without an operand shows it.
+        let r = a.inject.unwrap()(o.ep, add.as_ptr().cast(), 1, me, 8, key, dt, sum);
+        assert_eq!(r, 0);
+        let mut got = [0u64; 1];
+        let ioc = fi_ioc {
+            addr: got.as_mut_ptr().cast(),
+            count: 1,
+        };
+        let rma_ioc = fi_rma_ioc {
+            addr: 8,
+            count: 1,
+            key,
+        };
+        let msg = fi_msg_atomic {
+            msg_iov: null(),
+            desc: null_mut(),
+            iov_count: 0,
+            addr: me,
+            rma_iov: &rma_ioc,
+            rma_iov_count: 1,
+            datatype: dt,
+            op: FI_ATOMIC_READ,
+            context: ctx(0x3),
+            data: 0,
+        };
+        let mut res = ioc;
+        assert_eq!(
+            a.readwritemsg.unwrap()(o.ep, &msg, &mut res, null_mut(), 1, 0),
+            0
+        );
+        assert_eq!(next(), (0x3, FI_ATOMIC | FI_READ));
+        assert_eq!((got, target), ([37], [1, 37]));
+        // What is offered: bitwise ops on integers, not on floats; no complex types.
+        let mut count = 0usize;
+        assert_eq!(
+            a.writevalid.unwrap()(o.ep, FI_INT32, FI_BXOR, &mut count),
+            0
+        );
+        assert_eq!(count, crate::atomic::MAX_BYTES / 4);
+        assert_eq!(
+            a.writevalid.unwrap()(o.ep, FI_DOUBLE, FI_BXOR, &mut count),
+            -(FI_EOPNOTSUPP as c_int)
+        );
+        assert_eq!(
+            a.compwritevalid.unwrap()(o.ep, FI_FLOAT_COMPLEX, FI_CSWAP, &mut count),
+            -(FI_EOPNOTSUPP as c_int)
+        );
+        assert_eq!(
+            a.readwritevalid.unwrap()(o.ep, FI_DOUBLE, FI_ATOMIC_READ, &mut count),
+            0
+        );
+        let mut attr = fi_atomic_attr::default();
+        let query = (*(*o.dom).ops).query_atomic.unwrap();
+        assert_eq!(
+            query(o.dom, FI_INT16, FI_MSWAP, &mut attr, FI_COMPARE_ATOMIC),
+            0
+        );
+        assert_eq!((attr.count, attr.size), (crate::atomic::MAX_BYTES / 2, 2));
+        assert_eq!(
+            query(o.dom, FI_INT16, FI_MSWAP, &mut attr, 0),
+            -(FI_EOPNOTSUPP as c_int),
+            "a compare op outside the compare call"
+        );
+        assert_eq!(
+            (*(*mr).fid.ops).close.unwrap()(ptr::addr_of_mut!((*mr).fid)),
+            0
+        );
+        close_all(o);
+    }
+}
+
+/// An operation context: a number the completion brings back.
+fn ctx(n: usize) -> *mut c_void {
+    std::ptr::without_provenance_mut(n)
+}
