@@ -1,6 +1,6 @@
-/* One-sided communication (MPI RMA). diwarp offers no FI_RMA, so each MPI builds windows from
- * its own messages (MPICH's active messages, Open MPI's osc pt2pt/rdm); this checks that they
- * work over diwarp, every byte.
+/* One-sided communication (MPI RMA), every byte checked, over each MPI's own path: MPICH's
+ * active messages and FI_RMA, Open MPI 4's osc pt2pt (messages), Open MPI 5's osc rdma over
+ * btl ofi (diwarp's FI_RMA and FI_ATOMIC; scripts/mpi-tests checks that they were used).
  *   1. Fence epochs: every rank puts a pattern into its right neighbour's window and gets one
  *      from its left neighbour's, sizes 1 B to 4 MiB (eager and rendezvous messages under the
  *      MPI's protocol).

@@ -219,10 +219,23 @@ pub fn plan(req: &Request, caller: &[(String, String)]) -> Result<Plan, String> 
                 }
             };
             // One-sided: osc sm would take MPI_Put/Get off the transport on one host, and osc
-            // rdma fails MPI_Win_create across hosts without an RDMA BTL; Open MPI 4's osc
-            // pt2pt carries RMA as messages (Open MPI 5 has none: its osc rdma needs FI_ATOMIC).
-            if req.mpi == Mpi::Openmpi {
-                t.extend(words(&["--mca", "osc", "pt2pt"]));
+            // rdma fails MPI_Win_create across hosts without an RDMA BTL. Open MPI 4's osc
+            // pt2pt carries RMA as messages; Open MPI 5 has none, and its osc rdma runs over
+            // diwarp's RMA and atomics through btl ofi.
+            match (req.mpi, req.transport) {
+                (Mpi::Openmpi, _) => t.extend(words(&["--mca", "osc", "pt2pt"])),
+                (Mpi::Openmpi5, Transport::Diwarp) => t.extend(words(&[
+                    "--mca",
+                    "osc",
+                    "rdma",
+                    "--mca",
+                    "btl",
+                    "ofi,self",
+                    "--mca",
+                    "btl_ofi_provider_include",
+                    "diwarp",
+                ])),
+                _ => {}
             }
             args.extend([exe, "--allow-run-as-root".into(), "--oversubscribe".into()]);
             args.extend(["-n".into(), req.np.to_string()]);
@@ -373,6 +386,10 @@ mod tests {
         let p = plan(&req(Mpi::Openmpi5, Transport::Diwarp, None), &[]).unwrap();
         let a = p.argv.join(" ");
         assert!(a.contains("--mca mtl_ofi_provider_include diwarp"), "{a}");
+        assert!(
+            a.contains("--mca osc rdma --mca btl ofi,self --mca btl_ofi_provider_include diwarp"),
+            "Open MPI 5's one-sided path over diwarp: {a}"
+        );
         assert!(!a.contains("osc pt2pt"), "Open MPI 5 has no osc pt2pt: {a}");
         assert!(a.contains("-x FI_PROVIDER_PATH"), "{a}");
         let p = plan(&req(Mpi::Impi, Transport::Diwarp, None), &[]).unwrap();
