@@ -20,6 +20,9 @@ use crate::wire::rdmap::{Opcode, SegmentRepr};
 /// in place saves less than its extra `read` costs.
 pub(super) const MIN_REST: usize = 4096;
 
+/// Bytes asked for past a message read in place, as the receive path reads.
+const READ_AFTER: usize = 64 * 1024;
+
 /// A message being read in place.
 pub(super) struct InPlace {
     /// While the ULPDU's rest is in the socket; `None` once it is all in place.
@@ -106,7 +109,13 @@ impl InPlace {
         while bypass.rest() > 0 {
             let head = &self.head[..self.head_len];
             let got = recv.read_in_place(peer, head, self.at, bypass.rest(), &mut |dst| {
-                let n = stream.read(dst)?;
+                // A place that takes the whole rest takes it with what follows it (the FPDU's
+                // trailer, the next FPDUs) into the decoder, in the same system call.
+                let n = if dst.len() == bypass.rest() {
+                    decoder.read_after(stream, dst, READ_AFTER)?.0
+                } else {
+                    stream.read(dst)?
+                };
                 bypass.took(&dst[..n]);
                 Ok(n)
             });

@@ -139,6 +139,27 @@ impl FpduDecoder {
         Ok(n)
     }
 
+    /// One `read_vectored` from `r` into `first`, then into the buffer (at most `max` octets
+    /// there): the bytes of a bypassed ULPDU's owner and what follows them in the stream come
+    /// in one system call. Returns the octets read into `first` and into the buffer.
+    pub fn read_after<R: io::Read>(
+        &mut self,
+        r: &mut R,
+        first: &mut [u8],
+        max: usize,
+    ) -> io::Result<(usize, usize)> {
+        self.release();
+        self.make_room(max);
+        let (end, cap) = (self.end, self.end + max);
+        let n = r.read_vectored(&mut [
+            io::IoSliceMut::new(first),
+            io::IoSliceMut::new(&mut self.buf[end..cap]),
+        ])?;
+        let mine = n.min(first.len());
+        self.end += (n - mine).min(max);
+        Ok((mine, n - mine))
+    }
+
     /// The next complete ULPDU, markers stripped and CRC checked; valid until the next call.
     /// `Ok(None)` until enough octets have arrived.
     pub fn next_ulpdu(&mut self) -> Result<Option<&[u8]>> {

@@ -823,3 +823,27 @@ fn nothing_is_bypassed_with_markers_or_before_the_length_arrives() {
     rx.push(&wire[2..3002]);
     assert!(rx.partial().is_none());
 }
+
+#[test]
+fn a_bypassed_rest_and_what_follows_come_in_one_read() {
+    let big = pattern(5000);
+    let wire = encode_all(false, true, &[&big, b"next"]);
+    let mut rx = FpduDecoder::new(false, true);
+    rx.push(&wire[..100]);
+    assert_eq!(rx.next_ulpdu(), Ok(None));
+    let (len, so_far) = rx.partial().unwrap();
+    let mut ulpdu = so_far.to_vec();
+    let mut b = rx.bypass();
+    let mut rest = vec![0; len - ulpdu.len()];
+    let mut src = &wire[100..];
+    let (mine, after) = rx.read_after(&mut src, &mut rest, 64 * 1024).unwrap();
+    assert_eq!((mine, mine + after), (rest.len(), wire.len() - 100));
+    b.took(&rest);
+    ulpdu.extend_from_slice(&rest);
+    assert!(ulpdu == big);
+    rx.resume(b);
+    assert_eq!(rx.check_bypassed(), Ok(true));
+    assert_eq!(rx.next_ulpdu(), Ok(Some(&b"next"[..])));
+    assert_eq!(rx.next_ulpdu(), Ok(None));
+    assert_eq!(rx.stream_pos(), wire.len() as u64);
+}
