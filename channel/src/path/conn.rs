@@ -6,6 +6,8 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use nix::sys::socket::MsgFlags;
+
 use iwarp::verbs::{
     AddressHandle, Bytes, QpState, QueuePair, RcQp, RdReceiver, SendOpcode, SendWrOwned,
     WorkCompletion,
@@ -184,6 +186,20 @@ impl<R> Conn<R> {
             let u = self.unacked.pop_front().expect("front exists");
             done.push(u.role);
         }
+    }
+
+    /// Whether the peer's end is closed (an end of stream waits in the socket, with nothing
+    /// before it), seen without reading.
+    pub fn closed_by_peer(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let Some(fd) = self.qp.socket() else {
+            return true;
+        };
+        let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+        matches!(
+            nix::sys::socket::recv(fd.as_raw_fd(), &mut [0u8; 1], flags),
+            Ok(0)
+        )
     }
 
     /// Whether the peer left a message unacknowledged since before `since`: it acknowledges

@@ -16,7 +16,7 @@ pub mod conn;
 mod hello;
 mod setup;
 #[cfg(test)]
-mod watch_tests;
+mod setup_tests;
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
@@ -397,8 +397,14 @@ impl<R> RcPaths<R> {
             return Err(Reason::Mode);
         }
         let addr = peer.udp_addr();
-        if self.conns.contains_key(&addr) {
-            // The peer closed its end (or restarted) and we have not seen it yet.
+        if let Some(c) = self.conns.get(&addr) {
+            if c.name == peer && !c.draining && !c.closed_by_peer() {
+                // The same incarnation asks while our connection with it is up: its request
+                // crossed ours, which it accepted, giving its own up (it ignores this answer).
+                // Taking it would drop the connection both sides use.
+                return Err(Reason::Lost);
+            }
+            // The peer restarted, or closed its end and we have not seen it yet.
             self.stats.lost += 1;
             self.drop_conn(now, addr, resend);
         }

@@ -1,5 +1,6 @@
-//! Connection set-ups in the progress thread's epoll set: each step of the start-up wakes the
-//! waiter, with no datagram, timer or poll to help it along.
+//! Connection set-ups between two endpoints' paths, driven by hand: each step of the start-up
+//! wakes the progress thread's epoll set (no datagram, timer or poll helps it along), and a
+//! request that crossed a connection already up does not take it down.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -125,4 +126,62 @@ fn set_ups_are_quiet_while_the_application_polls() {
     assert!(!woke(&wa, Duration::from_millis(50)));
     a.set_watching(true);
     assert!(woke(&wa, Duration::from_secs(5)));
+}
+
+/// A and B connected (A asked), driven by hand.
+fn connected() -> (RcPaths<()>, EpName, RcPaths<()>, EpName) {
+    let (mut a, a_name) = side(5);
+    let (mut b, b_name) = side(6);
+    a.learn(&b_name);
+    b.learn(&a_name);
+    a.traffic(Instant::now(), b_name.udp_addr(), 10, false);
+    let until = Instant::now() + Duration::from_secs(10);
+    while a.connections() == 0 || b.connections() == 0 {
+        progress(&mut a);
+        progress(&mut b);
+        assert!(Instant::now() < until, "no connection");
+    }
+    (a, a_name, b, b_name)
+}
+
+/// Both sides connected at once; B took A's request first (giving its own up), and A's
+/// connection came up before A read B's request: that request is refused, and the one
+/// connection both sides use stays.
+#[test]
+fn a_request_that_crossed_a_connection_up_is_refused() {
+    let (mut a, _, mut b, b_name) = connected();
+    let mut resend = Vec::new();
+    let answer = a.answer(Instant::now(), &b_name.encode(), &mut resend);
+    assert_eq!(answer.err(), Some(super::Reason::Lost));
+    assert!(resend.is_empty());
+    for _ in 0..20 {
+        progress(&mut a);
+        progress(&mut b);
+    }
+    assert_eq!((a.connections(), a.stats.lost), (1, 0));
+    assert_eq!((b.connections(), b.stats.lost), (1, 0));
+}
+
+/// A request from a new incarnation of the peer (a new nonce), or one that comes after the
+/// peer closed its end, replaces the connection.
+#[test]
+fn a_restarted_or_closed_peer_replaces_the_connection() {
+    let (mut a, _, b, b_name) = connected();
+    let restarted = EpName {
+        nonce: b_name.nonce + 1,
+        ..b_name
+    };
+    let mut resend = Vec::new();
+    let answer = a.answer(Instant::now(), &restarted.encode(), &mut resend);
+    assert_eq!(answer.ok(), Some(restarted));
+    assert_eq!((a.connections(), a.stats.lost), (0, 1));
+    drop((a, b));
+
+    let (mut a, _, b, b_name) = connected();
+    drop(b);
+    // The end of stream reaches A's socket.
+    std::thread::sleep(Duration::from_millis(50));
+    let answer = a.answer(Instant::now(), &b_name.encode(), &mut resend);
+    assert_eq!(answer.ok(), Some(b_name));
+    assert_eq!((a.connections(), a.stats.lost), (0, 1));
 }
