@@ -47,6 +47,26 @@ struct Local {
     result: Option<UserMem>,
 }
 
+impl Local {
+    /// An update that fetches nothing.
+    fn write(count: usize, operand: Vec<u8>) -> Local {
+        Local {
+            count,
+            operand,
+            compare: Vec::new(),
+            result: None,
+        }
+    }
+
+    /// An update that fetches the values from before into `result`.
+    fn fetch(count: usize, operand: Vec<u8>, result: UserMem) -> Local {
+        Local {
+            result: Some(result),
+            ..Local::write(count, operand)
+        }
+    }
+}
+
 /// SAFETY: `ep` is a live fid.
 unsafe fn atomic(
     ep: Ep,
@@ -192,12 +212,7 @@ unsafe extern "C" fn write(
     context: Ctx,
 ) -> isize {
     entry("fi_atomic", || {
-        let l = Local {
-            count,
-            operand: elements(buf, count, dt)?,
-            compare: Vec::new(),
-            result: None,
-        };
+        let l = Local::write(count, elements(buf, count, dt)?);
         atomic(
             ep,
             Call::Write,
@@ -224,12 +239,7 @@ unsafe extern "C" fn writev(
 ) -> isize {
     entry("fi_atomicv", || {
         let (operand, count) = ioc_bytes(v, n, dt)?;
-        let l = Local {
-            count,
-            operand,
-            compare: Vec::new(),
-            result: None,
-        };
+        let l = Local::write(count, operand);
         atomic(
             ep,
             Call::Write,
@@ -246,12 +256,7 @@ unsafe extern "C" fn writemsg(ep: Ep, m: *const fi_msg_atomic, flags: u64) -> is
         let (m, t) = from_msg(m)?;
         let (operand, count) = ioc_bytes(m.msg_iov, m.iov_count, t.dt)?;
         same_count(m, count)?;
-        let l = Local {
-            count,
-            operand,
-            compare: Vec::new(),
-            result: None,
-        };
+        let l = Local::write(count, operand);
         atomic(
             ep,
             Call::Write,
@@ -276,12 +281,7 @@ unsafe extern "C" fn inject(
     op: Op,
 ) -> isize {
     entry("fi_inject_atomic", || {
-        let l = Local {
-            count,
-            operand: elements(buf, count, dt)?,
-            compare: Vec::new(),
-            result: None,
-        };
+        let l = Local::write(count, elements(buf, count, dt)?);
         let t = target(dest, addr, key, dt, op);
         let flags = Some(FI_INJECT | INJECT_CALL);
         atomic(ep, Call::Write, l, t, std::ptr::null_mut(), flags)
@@ -304,12 +304,7 @@ unsafe extern "C" fn readwrite(
     context: Ctx,
 ) -> isize {
     entry("fi_fetch_atomic", || {
-        let l = Local {
-            count,
-            operand: elements(buf, count, dt)?,
-            compare: Vec::new(),
-            result: Some(result(res, count, dt)?),
-        };
+        let l = Local::fetch(count, elements(buf, count, dt)?, result(res, count, dt)?);
         atomic(
             ep,
             Call::Fetch,
@@ -343,12 +338,7 @@ unsafe extern "C" fn readwritev(
         if res_count != count {
             return Err(Errno::INVAL);
         }
-        let l = Local {
-            count,
-            operand,
-            compare: Vec::new(),
-            result: Some(res),
-        };
+        let l = Local::fetch(count, operand, res);
         atomic(
             ep,
             Call::Fetch,
@@ -377,12 +367,7 @@ unsafe extern "C" fn readwritemsg(
         if n != count && !(n == 0 && t.op == FI_ATOMIC_READ) {
             return Err(Errno::INVAL);
         }
-        let l = Local {
-            count,
-            operand,
-            compare: Vec::new(),
-            result: Some(res),
-        };
+        let l = Local::fetch(count, operand, res);
         atomic(
             ep,
             Call::Fetch,

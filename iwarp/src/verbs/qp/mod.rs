@@ -27,6 +27,21 @@ mod sealed {
         fn core(&self) -> &super::QpCore;
         fn core_mut(&mut self) -> &mut super::QpCore;
     }
+
+    /// Implements [`HasCore`] for queue pairs that keep their core in a `core` field.
+    macro_rules! has_core {
+        ($($t:ty),*) => {$(
+            impl HasCore for $t {
+                fn core(&self) -> &super::QpCore {
+                    &self.core
+                }
+                fn core_mut(&mut self) -> &mut super::QpCore {
+                    &mut self.core
+                }
+            }
+        )*};
+    }
+    has_core!(super::RcQp, super::RdQp, super::UdQp);
 }
 
 /// What every queue pair does, whatever carries its messages.

@@ -14,14 +14,14 @@ use super::super::{
     QpConfig, QpState, QpType, RdReceiver, SendWr, SendWrOwned, VerbsError, WorkCompletion,
 };
 use super::common::QpCore;
-use super::{post_joined, sealed, QueuePair};
+use super::{post_joined, QueuePair};
 
 /// A reliable connection queue pair: one peer, over one TCP connection.
 ///
 /// It stays in Init until a connection is made, and a failed attempt leaves it there, so the
 /// same queue pair (and the receives already posted on it) can try again.
 pub struct RcQp {
-    core: QpCore,
+    pub(super) core: QpCore,
     path: Option<Box<RcPath>>,
 }
 
@@ -194,16 +194,6 @@ impl RcQp {
                 self.core.enter_error(Some(e));
             }
         }
-    }
-}
-
-impl sealed::HasCore for RcQp {
-    fn core(&self) -> &QpCore {
-        &self.core
-    }
-
-    fn core_mut(&mut self) -> &mut QpCore {
-        &mut self.core
     }
 }
 

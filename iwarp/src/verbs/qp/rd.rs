@@ -14,14 +14,14 @@ use super::super::{
     SessionIds, VerbsError, WorkCompletion,
 };
 use super::common::{self, QpCore};
-use super::{post_joined, sealed, QueuePair};
+use super::{post_joined, QueuePair};
 
 /// A reliable datagram queue pair: messages of any size to any number of peers, each
 /// acknowledged, in order per peer.
 ///
 /// Its counters and memory read as zero until the socket is bound: nothing has happened yet.
 pub struct RdQp {
-    core: QpCore,
+    pub(super) core: QpCore,
     /// Until the socket is bound or attached, receives can be posted but nothing moves.
     path: Option<Box<RdPath>>,
 }
@@ -181,16 +181,6 @@ impl RdQp {
             }
         }
         Ok(self.core.queues.pop_into(out, max))
-    }
-}
-
-impl sealed::HasCore for RdQp {
-    fn core(&self) -> &QpCore {
-        &self.core
-    }
-
-    fn core_mut(&mut self) -> &mut QpCore {
-        &mut self.core
     }
 }
 

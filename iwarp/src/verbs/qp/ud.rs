@@ -11,11 +11,11 @@ use super::super::{
     QpConfig, QpState, QpType, RdReceiver, SendWr, VerbsError, WorkCompletion, UD_MAX_PAYLOAD,
 };
 use super::common::{self, QpCore};
-use super::{sealed, QueuePair};
+use super::QueuePair;
 
 /// An unreliable datagram queue pair: each message is one datagram, lost or not.
 pub struct UdQp {
-    core: QpCore,
+    pub(super) core: QpCore,
     /// Until the socket is bound or attached, receives can be posted but nothing moves.
     path: Option<UdPath>,
 }
@@ -89,16 +89,6 @@ impl UdQp {
             }
         }
         Ok(self.core.queues.pop_into(out, max))
-    }
-}
-
-impl sealed::HasCore for UdQp {
-    fn core(&self) -> &QpCore {
-        &self.core
-    }
-
-    fn core_mut(&mut self) -> &mut QpCore {
-        &mut self.core
     }
 }
 
