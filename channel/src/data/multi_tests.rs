@@ -72,6 +72,15 @@ fn a_buffer_filled_while_a_rendezvous_arrives_is_released_with_its_last_message(
 #[test]
 fn a_buffer_cancelled_while_a_rendezvous_arrives_is_handed_back_after_it() {
     let (a, b) = pair_without_pushes();
+    // A sends its chunks only when the test polls it (once the pair's sessions are up): on a
+    // loaded machine its progress thread could send them all, and B take them, before B is
+    // seen waiting for them.
+    let warm = super::tests::recv(&b, 0, Kind::Tagged, 99, 1, 77);
+    send(&a, 1, Kind::Tagged, 99, vec![5], 78);
+    assert_eq!(ok(next(&b, &a)).op_context, 77);
+    assert_eq!(ok(next(&a, &b)).op_context, 78);
+    assert_eq!(*warm.lock(), [5]);
+    a.ep.stop_progress_thread();
     let buf = post_multi(&b);
     let long = pattern(LONG, 3);
     send(&a, 1, Kind::Msg, 0, long.clone(), 1);
