@@ -1,0 +1,18 @@
+//! `libdiwarp-sockets.so`, loaded with `LD_PRELOAD`: an unmodified program's sockets stay the
+//! kernel's, untouched (each overloaded call goes to libc through `dlsym(RTLD_NEXT)` after one
+//! atomic load), and a connected stream socket that both ends switch with
+//! `setsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, ..)` carries its data over an RC queue pair
+//! (`include/diwarp_sockets.h`). Seed 004, §3.1.
+//!
+//! - `switch`: the handshake that turns a connected socket into an RC queue pair, or leaves it
+//!   plain (and its stream clean) when the peer does not switch.
+//! - `stream`: a byte stream over the queue pair's messages.
+//! - `registry`: which descriptors are switched.
+//! - `ffi`: the overloaded calls, and the only `unsafe` code.
+
+mod ffi;
+pub mod registry;
+pub mod stream;
+pub mod switch;
+
+pub use switch::{DIWARP_IWARP_MODE, SOL_DIWARP};

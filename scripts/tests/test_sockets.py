@@ -1,0 +1,153 @@
+"""libdiwarp-sockets.so under LD_PRELOAD: sockets never switched behave as without it (an echo
+pair, curl against Python's http.server), sockets switched on both ends carry every byte over
+an RC queue pair, and a switch whose peer does not switch fails with EPROTONOSUPPORT, leaving
+the stream as it was."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(HERE, "target"))
+LIB = os.path.join(TARGET, "release", "libdiwarp_sockets.so")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Sockets(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        r = subprocess.run(["cargo", "build", "--release", "-q", "-p", "diwarp-sockets"],
+                           cwd=HERE, capture_output=True, text=True, timeout=900)
+        if r.returncode != 0:
+            raise AssertionError(f"cargo build failed:\n{r.stderr}")
+        cls.tmp = tempfile.mkdtemp(prefix="diwarp-sockets-")
+        cls.echo = os.path.join(cls.tmp, "sockets-echo")
+        r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror",
+                            "-I", os.path.join(HERE, "iwarp/sockets/include"), "-o", cls.echo,
+                            os.path.join(HERE, "iwarp/sockets/tests/c/echo.c")],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise AssertionError(f"echo.c does not build:\n{r.stderr}")
+
+    def env(self, preload):
+        e = dict(os.environ, DIWARP_SWITCH_TIMEOUT_MS="1500")
+        e.pop("LD_PRELOAD", None)
+        if preload:
+            e["LD_PRELOAD"] = LIB
+        return e
+
+    def pair(self, server_mode, client_mode, preload=(True, True)):
+        """Runs the echo pair; returns (server result, client result)."""
+        port = self.last_port = free_port()
+        server = subprocess.Popen([self.echo, "server", str(port), server_mode],
+                                  env=self.env(preload[0]), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(server.stdout.readline().strip(), "sockets-echo server: listening")
+            client = subprocess.run([self.echo, "client", str(port), client_mode],
+                                    env=self.env(preload[1]), capture_output=True, text=True,
+                                    timeout=60)
+            out, err = server.communicate(timeout=60)
+        finally:
+            server.kill()
+        return (server.returncode, out, err), (client.returncode, client.stdout, client.stderr)
+
+    def assert_ok(self, res, switched):
+        code, out, err = res
+        self.assertEqual(code, 0, f"{out}\n{err}")
+        self.assertIn(f"OK switched={switched}", out, f"{out}\n{err}")
+
+    def test_without_the_library_the_level_is_refused(self):
+        s, c = self.pair("plain", "iwarp", preload=(False, False))
+        self.assertEqual(c[0], 3, c)
+        self.assertIn("switch failed: Protocol not available", c[1])
+
+    def test_sockets_never_switched_are_the_kernels(self):
+        s, c = self.pair("plain", "plain")
+        self.assert_ok(s, 0)
+        self.assert_ok(c, 0)
+        self.assertIn("checked=1118309", c[1])
+
+    def test_sockets_switched_on_both_ends_carry_every_byte(self):
+        s, c = self.pair("iwarp", "iwarp")
+        self.assert_ok(s, 1)
+        self.assert_ok(c, 1)
+        self.assertIn("echoed=1118309", s[1])
+
+    def test_a_switched_connection_decodes_as_iwarp(self):
+        if shutil.which("tshark") is None:
+            self.skipTest("no tshark")
+        cap = os.path.join(self.tmp, "switched.pcap")
+        tshark = subprocess.Popen(["tshark", "-i", "lo", "-f", "tcp", "-B", "64", "-w", cap, "-q"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(100):
+                if os.path.exists(cap) and os.path.getsize(cap) > 0:
+                    break
+                time.sleep(0.1)
+            else:
+                self.skipTest("tshark cannot capture on lo")
+            time.sleep(0.5)
+            s, c = self.pair("iwarp", "iwarp")
+            time.sleep(0.5)
+        finally:
+            tshark.send_signal(2)
+            tshark.wait(timeout=30)
+        self.assert_ok(c, 1)
+        port = self.last_port
+        text = subprocess.run(["tshark", "-r", cap, "--disable-protocol", "rpcordma", "-Y",
+                               f"tcp.port=={port} && iwarp_mpa", "-V"],
+                              capture_output=True, text=True, timeout=120).stdout
+        crcs = text.count("CRC check:")
+        self.assertEqual(text.count("Request frame header") + text.count("Reply frame header"), 2)
+        self.assertGreaterEqual(crcs, 20, "FPDUs on the wire")
+        self.assertEqual(text.count("(Good CRC32)"), crcs)
+
+    def test_a_peer_that_does_not_switch_fails_the_switch_cleanly(self):
+        # Each end in turn is the one that switches (and so each role of the handshake).
+        for server_mode, client_mode in [("try", "plain"), ("plain", "try")]:
+            started = time.monotonic()
+            s, c = self.pair(server_mode, client_mode)
+            took = time.monotonic() - started
+            switched_side = s if server_mode == "try" else c
+            self.assertIn("switch failed: Protocol not supported", switched_side[1])
+            self.assert_ok(s, 0)
+            self.assert_ok(c, 0)
+            self.assertLess(took, 20, "no hang")
+
+    def test_curl_against_http_server_under_the_library(self):
+        body = os.urandom(300_000)
+        root = tempfile.mkdtemp(prefix="diwarp-http-")
+        with open(os.path.join(root, "blob"), "wb") as f:
+            f.write(body)
+        port = free_port()
+        server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind",
+                                   "127.0.0.1", "--directory", root],
+                                  env=self.env(True), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            got = None
+            for _ in range(100):
+                r = subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/blob"],
+                                   env=self.env(True), capture_output=True, timeout=30)
+                if r.returncode == 0:
+                    got = r.stdout
+                    break
+                time.sleep(0.1)
+            self.assertEqual(got, body)
+        finally:
+            server.kill()
+            server.wait()
+
+
+if __name__ == "__main__":
+    unittest.main()
