@@ -90,7 +90,7 @@ class Sockets(unittest.TestCase):
         tshark = subprocess.Popen(["tshark", "-i", "lo", "-f", "tcp", "-B", "64", "-w", cap, "-q"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            for _ in range(100):
+            for _ in range(300):
                 if os.path.exists(cap) and os.path.getsize(cap) > 0:
                     break
                 time.sleep(0.1)

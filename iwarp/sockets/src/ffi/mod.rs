@@ -24,6 +24,7 @@ type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
 type RecvFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int) -> ssize_t;
 type SendFn = unsafe extern "C" fn(c_int, *const c_void, size_t, c_int) -> ssize_t;
 type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
+type ReadvFn = unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> ssize_t;
 type SetFn = unsafe extern "C" fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int;
 type GetFn = unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int;
 
@@ -34,6 +35,8 @@ struct Real {
     recv: RecvFn,
     send: SendFn,
     close: CloseFn,
+    readv: ReadvFn,
+    writev: ReadvFn,
     setsockopt: SetFn,
     getsockopt: GetFn,
 }
@@ -55,6 +58,8 @@ fn real() -> &'static Real {
             recv: next(c"recv"),
             send: next(c"send"),
             close: next(c"close"),
+            readv: next(c"readv"),
+            writev: next(c"writev"),
             setsockopt: next(c"setsockopt"),
             getsockopt: next(c"getsockopt"),
         }
@@ -309,6 +314,67 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, len: size_t) -> ss
         Some(s) => write_switched(&s, buf, len),
         None => (real().write)(fd, buf, len),
     }
+}
+
+/// The buffers of an iovec array.
+///
+/// SAFETY: `iov` is valid for `n` iovecs, each valid for its length.
+unsafe fn iovecs<'a>(iov: *const libc::iovec, n: c_int) -> Result<&'a [libc::iovec], i32> {
+    match usize::try_from(n) {
+        Ok(0) => Ok(&[]),
+        Ok(n) if n <= 1024 && !iov.is_null() => Ok(std::slice::from_raw_parts(iov, n)),
+        _ => Err(libc::EINVAL),
+    }
+}
+
+/// # Safety
+/// libc's contract for `readv`.
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t {
+    let Some(s) = switched(fd) else {
+        return (real().readv)(fd, iov, n);
+    };
+    inside(|| {
+        let v = iovecs(iov, n)?;
+        let total: usize = v.iter().map(|e| e.iov_len).sum();
+        let mut tmp = vec![0u8; total];
+        let mut s = s.lock();
+        let nonblock = s.nonblock;
+        let got = s.read(&mut tmp, nonblock).map_err(|e| io_errno(&e))?;
+        let mut rest = &tmp[..got];
+        for e in v {
+            let k = rest.len().min(e.iov_len);
+            if k > 0 {
+                std::ptr::copy_nonoverlapping(rest.as_ptr(), e.iov_base.cast::<u8>(), k);
+            }
+            rest = &rest[k..];
+        }
+        Ok(got as ssize_t)
+    })
+}
+
+/// # Safety
+/// libc's contract for `writev`.
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t {
+    let Some(s) = switched(fd) else {
+        return (real().writev)(fd, iov, n);
+    };
+    inside(|| {
+        let mut all = Vec::new();
+        for e in iovecs(iov, n)? {
+            if e.iov_len > 0 {
+                all.extend_from_slice(std::slice::from_raw_parts(
+                    e.iov_base.cast::<u8>(),
+                    e.iov_len,
+                ));
+            }
+        }
+        s.lock()
+            .write(&all)
+            .map(|k| k as ssize_t)
+            .map_err(|e| io_errno(&e))
+    })
 }
 
 /// Flags a switched socket's `recv` and `send` take: the rest (`MSG_PEEK`, `MSG_OOB`, ...)
