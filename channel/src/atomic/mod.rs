@@ -168,6 +168,17 @@ pub enum Call {
     Compare,
 }
 
+impl Call {
+    /// The family of `op`, fetching the values from before or not.
+    pub fn of(op: AtomicOp, fetch: bool) -> Call {
+        match (op.compares(), fetch) {
+            (true, _) => Call::Compare,
+            (false, true) => Call::Fetch,
+            (false, false) => Call::Write,
+        }
+    }
+}
+
 /// Most operand bytes one operation carries (its compare operand as many again), so that a
 /// request and its answer each fit in one message.
 pub const MAX_BYTES: usize = 16 * 1024;

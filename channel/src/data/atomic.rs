@@ -29,16 +29,6 @@ pub struct AtomicArgs {
     pub flags: u64,
 }
 
-impl AtomicArgs {
-    fn call(&self) -> Call {
-        match (self.op.compares(), self.result.is_some()) {
-            (true, _) => Call::Compare,
-            (false, true) => Call::Fetch,
-            (false, false) => Call::Write,
-        }
-    }
-}
-
 /// The operand bytes an operation of `count` elements carries.
 fn operand_len(dt: Datatype, op: AtomicOp, count: usize) -> usize {
     let n = count * dt.size();
@@ -61,7 +51,8 @@ fn access(op: AtomicOp, fetch: bool) -> u64 {
 impl State {
     /// Starts an atomic operation.
     pub fn atomic(&mut self, a: AtomicArgs) -> Result<()> {
-        let max = atomic::max_count(a.call(), a.datatype, a.op).ok_or(Errno::OPNOTSUPP)?;
+        let max = atomic::max_count(Call::of(a.op, a.result.is_some()), a.datatype, a.op)
+            .ok_or(Errno::OPNOTSUPP)?;
         let len = a.count * a.datatype.size();
         let fits = a.result.as_ref().is_none_or(|r| r.len() == len);
         if a.count == 0
@@ -119,16 +110,30 @@ impl State {
         Ok(())
     }
 
+    /// Applies `op` to `count` elements at `addr` of region `key` with `operands` (checked by
+    /// the caller to be as long as the operation takes): the values from before, or why not.
+    #[allow(clippy::too_many_arguments)] // the operation's own fields
+    fn apply_to_region(
+        &self,
+        key: u64,
+        addr: u64,
+        dt: Datatype,
+        op: AtomicOp,
+        count: usize,
+        operands: &[u8],
+        fetch: bool,
+    ) -> std::result::Result<Vec<u8>, Refusal> {
+        let len = count * dt.size();
+        let (operand, compare) = operands.split_at(operand_len(dt, op, count).min(len));
+        self.mrs.update(key, addr, len, access(op, fetch), |t| {
+            atomic::apply(dt, op, t, operand, compare)
+        })
+    }
+
     fn local_atomic(&mut self, a: &AtomicArgs) -> std::result::Result<(), Errno> {
-        let len = a.count * a.datatype.size();
-        let (operand, compare) = a
-            .operands
-            .split_at(operand_len(a.datatype, a.op, a.count).min(len));
-        let done = self
-            .mrs
-            .update(a.key, a.addr, len, access(a.op, a.result.is_some()), |t| {
-                atomic::apply(a.datatype, a.op, t, operand, compare)
-            });
+        let fetch = a.result.is_some();
+        let done =
+            self.apply_to_region(a.key, a.addr, a.datatype, a.op, a.count, &a.operands, fetch);
         match done {
             Ok(old) => {
                 if let Some(r) = &a.result {
@@ -152,23 +157,12 @@ impl State {
             return self.atomic_refused(from, r.id, Errno::OPNOTSUPP, "operation unknown");
         };
         let count = r.count as usize;
-        let call = match (op.compares(), r.fetch) {
-            (true, _) => Call::Compare,
-            (false, true) => Call::Fetch,
-            (false, false) => Call::Write,
-        };
-        let taken = atomic::max_count(call, dt, op).is_some_and(|max| (1..=max).contains(&count));
+        let taken = atomic::max_count(Call::of(op, r.fetch), dt, op)
+            .is_some_and(|max| (1..=max).contains(&count));
         if !taken || r.operands.len() != operand_len(dt, op, count) {
             return self.atomic_refused(from, r.id, Errno::OPNOTSUPP, "operation not taken");
         }
-        let len = count * dt.size();
-        let (operand, compare) = r.operands.split_at(operand_len(dt, op, count).min(len));
-        let done = self
-            .mrs
-            .update(r.key, r.addr, len, access(op, r.fetch), |t| {
-                atomic::apply(dt, op, t, operand, compare)
-            });
-        match done {
+        match self.apply_to_region(r.key, r.addr, dt, op, count, r.operands, r.fetch) {
             Ok(old) => {
                 self.stats.atomics_in += 1;
                 let fetched = if r.fetch { &old[..] } else { &[] };

@@ -133,12 +133,7 @@ fn op_case() -> impl Strategy<Value = (Datatype, AtomicOp, usize, usize, bool)> 
         "an operation the call takes",
         move |(d, o, n, at, fetch)| {
             let (dt, op) = (dts[d], AtomicOp::from_code(o)?);
-            let call = match (op.compares(), fetch) {
-                (true, _) => atomic::Call::Compare,
-                (false, true) => atomic::Call::Fetch,
-                (false, false) => atomic::Call::Write,
-            };
-            atomic::max_count(call, dt, op)?;
+            atomic::max_count(atomic::Call::of(op, fetch), dt, op)?;
             Some((dt, op, n, at, fetch || op.compares()))
         },
     )

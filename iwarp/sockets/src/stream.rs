@@ -92,6 +92,13 @@ impl Stream {
         }
     }
 
+    /// Why a write cannot go: the connection's failure, or its end.
+    fn broken(&self) -> io::Error {
+        self.qp
+            .last_error()
+            .map_or(io::ErrorKind::BrokenPipe.into(), verbs_err)
+    }
+
     /// Bytes into `buf`: 0 at the end of the stream; `WouldBlock` if `nonblock` and none have
     /// come.
     pub fn read(&mut self, buf: &mut [u8], nonblock: bool) -> io::Result<usize> {
@@ -127,10 +134,7 @@ impl Stream {
             return Ok(0);
         }
         if !self.progress() {
-            return Err(self
-                .qp
-                .last_error()
-                .map_or(io::ErrorKind::BrokenPipe.into(), verbs_err));
+            return Err(self.broken());
         }
         let n = buf.len().min(MAX_SEND);
         let wr_id = self.next_wr;
@@ -151,10 +155,7 @@ impl Stream {
                 return Ok(n);
             }
             if !self.progress() && self.sent < wr_id {
-                return Err(self
-                    .qp
-                    .last_error()
-                    .map_or(io::ErrorKind::BrokenPipe.into(), verbs_err));
+                return Err(self.broken());
             }
             if self.sent < wr_id {
                 self.wait(POLLOUT);

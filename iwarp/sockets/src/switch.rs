@@ -77,10 +77,11 @@ pub fn switch(stream: TcpStream, wire: &mut dyn Wire) -> Result<Stream, Failure>
     let (Ok(local), Ok(peer)) = (stream.local_addr(), stream.peer_addr()) else {
         return Err(Failure::NotConnected);
     };
-    let until = Instant::now() + timeout();
+    let wait = timeout();
+    let until = Instant::now() + wait;
     let config = QpConfig {
         crc: true,
-        connect_timeout: timeout(),
+        connect_timeout: wait,
         ..QpConfig::default()
     };
     let mut qp = RcQp::create(config).map_err(|_| Failure::Exchange)?;

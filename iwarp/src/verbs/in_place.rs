@@ -10,6 +10,7 @@
 use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpStream};
 
+use super::rc::READ_CHUNK;
 use super::{RdReceiver, VerbsError, SEGMENT_HEAD};
 use crate::wire::ddp::Placement;
 use crate::wire::ddp::UNTAGGED_HEADER_LEN;
@@ -20,8 +21,16 @@ use crate::wire::rdmap::{Opcode, SegmentRepr};
 /// in place saves less than its extra `read` costs.
 pub(super) const MIN_REST: usize = 4096;
 
-/// Bytes asked for past a message read in place, as the receive path reads.
-const READ_AFTER: usize = 64 * 1024;
+/// What became of a look at the front of the decoder.
+pub(super) enum Start {
+    /// The message is being read in place.
+    Taken(InPlace),
+    /// It will not be: the receiver said no, or the message is not one FPDU long enough.
+    /// Nothing more that arrives of it changes that.
+    Declined,
+    /// Too little of it is here to tell.
+    NotYet,
+}
 
 /// A message being read in place.
 pub(super) struct InPlace {
@@ -43,29 +52,33 @@ impl InPlace {
         msn: u32,
         peer: SocketAddr,
         recv: &mut dyn RdReceiver,
-    ) -> Result<Option<InPlace>, VerbsError> {
+    ) -> Result<Start, VerbsError> {
         let Some((ulpdu_len, so_far)) = decoder.partial() else {
-            return Ok(None);
+            return Ok(Start::NotYet);
         };
+        // The rest only shrinks as bytes come.
         if ulpdu_len - so_far.len() < MIN_REST {
-            return Ok(None);
+            return Ok(Start::Declined);
         }
         // Whatever is wrong with the segment is found when the decoder hands it out whole.
         let Ok((seg, here)) = SegmentRepr::parse(so_far) else {
-            return Ok(None);
+            return Ok(Start::NotYet);
         };
         let whole_send = seg.last
             && matches!(seg.opcode, Opcode::Send | Opcode::SendSolicited)
             && matches!(seg.placement, Placement::Untagged { qn: 0, msn: m, mo: 0, .. } if m == msn);
         let len = ulpdu_len.saturating_sub(UNTAGGED_HEADER_LEN);
         let head_len = len.min(SEGMENT_HEAD);
-        if !whole_send || len > recv.max_message() || here.len() < head_len {
-            return Ok(None);
+        if !whole_send || len > recv.max_message() {
+            return Ok(Start::Declined);
+        }
+        if here.len() < head_len {
+            return Ok(Start::NotYet);
         }
         let mut head = [0; SEGMENT_HEAD];
         head[..head_len].copy_from_slice(&here[..head_len]);
         if !recv.in_place(peer, &head[..head_len], len) {
-            return Ok(None);
+            return Ok(Start::Declined);
         }
         let mut at = head_len;
         while at < here.len() {
@@ -80,7 +93,7 @@ impl InPlace {
             }
             at += n;
         }
-        Ok(Some(InPlace {
+        Ok(Start::Taken(InPlace {
             bypass: Some(decoder.bypass()),
             head,
             head_len,
@@ -112,7 +125,7 @@ impl InPlace {
                 // A place that takes the whole rest takes it with what follows it (the FPDU's
                 // trailer, the next FPDUs) into the decoder, in the same system call.
                 let n = if dst.len() == bypass.rest() {
-                    decoder.read_after(stream, dst, READ_AFTER)?.0
+                    decoder.read_after(stream, dst, READ_CHUNK)?.0
                 } else {
                     stream.read(dst)?
                 };

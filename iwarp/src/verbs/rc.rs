@@ -35,7 +35,7 @@ use std::os::fd::AsRawFd;
 use nix::errno::Errno;
 
 use super::cq::WorkQueues;
-use super::in_place::InPlace;
+use super::in_place::{InPlace, Start};
 use super::io;
 use super::startup::Established;
 use super::{RdReceiver, SendOpcode, SendWr, VerbsError, WcStatus};
@@ -49,7 +49,7 @@ const BATCH: usize = 64;
 /// Bytes asked of one `read`. The decoder gives back storage above twice the largest FPDU when
 /// it drains; reads of 64 KiB keep it below that, so a busy connection does not free and
 /// reallocate its buffer on every message.
-const READ_CHUNK: usize = 64 * 1024;
+pub(super) const READ_CHUNK: usize = 64 * 1024;
 
 /// Reads per poll at most, so one poll stays short while a large message streams in.
 const READS_PER_POLL: usize = 64;
@@ -176,8 +176,10 @@ pub(crate) struct RcPath {
     rx: Option<RxProgress>,
     /// Receiver mode: the segments of a message longer than one FPDU, joined.
     assembly: Vec<u8>,
-    /// Receiver mode: the message being read in place.
+    /// Receiver mode: the message being read in place, and the last message the receiver (or
+    /// its size) declined, so that it is not asked again at every read.
     in_place: Option<InPlace>,
+    declined: Option<u32>,
     tx: TxBuffer,
     /// Why the connection broke, for the queue pair to pick up.
     failure: Option<VerbsError>,
@@ -222,6 +224,7 @@ impl RcPath {
             rx: None,
             assembly: Vec::new(),
             in_place: None,
+            declined: None,
             tx: TxBuffer::default(),
             failure: None,
         })
@@ -627,8 +630,12 @@ impl RcPath {
                 self.assembly.extend_from_slice(payload);
             }
         }
-        if self.assembly.is_empty() {
-            self.in_place = InPlace::start(&mut self.decoder, self.rx_msn, self.peer, recv)?;
+        if self.assembly.is_empty() && self.declined != Some(self.rx_msn) {
+            match InPlace::start(&mut self.decoder, self.rx_msn, self.peer, recv)? {
+                Start::Taken(ip) => self.in_place = Some(ip),
+                Start::Declined => self.declined = Some(self.rx_msn),
+                Start::NotYet => {}
+            }
         }
         Ok(())
     }
