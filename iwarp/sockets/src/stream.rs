@@ -1,49 +1,60 @@
 //! A byte stream over an RC queue pair: each `write` is one Send (at most [`MAX_SEND`] bytes
 //! of it), and the bytes of arriving messages queue up for `read` in order. Message
 //! boundaries do not show, as over TCP.
+//!
+//! Every call here tries once and never waits: the caller waits on the socket, without the
+//! stream's lock, so that one thread blocked in a read does not hold up another's write.
 
-use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use iwarp::verbs::{
-    QpState, QueuePair, RcQp, RdReceiver, SendOpcode, SendWr, VerbsError, WcStatus, WorkCompletion,
+    QpState, QueuePair, RcQp, SendOpcode, SendWr, VerbsError, WcStatus, WorkCompletion,
 };
+
+use crate::inbox::Inbox;
+use crate::readiness::Ready;
 
 /// Most bytes one `write` sends: a larger write returns a short count, as a socket's does.
 pub const MAX_SEND: usize = 1 << 20;
 
-/// Longest a blocked call waits between looks at the connection.
-const WAIT: Duration = Duration::from_millis(100);
+/// What the program shut down on its end.
+#[derive(Debug, Default, Clone, Copy)]
+struct Shut {
+    read: bool,
+    write: bool,
+}
 
-/// Arriving messages, appended to the byte queue.
-struct Append<'a>(&'a mut VecDeque<u8>);
+/// The sends posted and how far they have gone.
+struct Sends {
+    wcs: Vec<WorkCompletion>,
+    next_wr: u64,
+    /// The last send that completed (sends complete in order).
+    done: u64,
+    /// How many times the last waiting send completed.
+    drains: u64,
+}
 
-impl RdReceiver for Append<'_> {
-    fn early(&mut self, _: SocketAddr, payload: &[u8], _: bool) -> bool {
-        self.0.extend(payload);
-        true
-    }
-    fn message(&mut self, _: SocketAddr, payload: &[u8]) {
-        self.0.extend(payload);
-    }
-    fn max_message(&self) -> usize {
-        u32::MAX as usize
+impl Sends {
+    fn pending(&self) -> bool {
+        self.done + 1 < self.next_wr
     }
 }
 
 pub struct Stream {
-    /// The caller's descriptor was in non-blocking mode when it switched (the queue pair's
-    /// duplicate shares its file, which the queue pair sets non-blocking).
+    /// The program's descriptor is in non-blocking mode (the queue pair's duplicate shares
+    /// its file, which the queue pair keeps non-blocking, so the library keeps the mode).
     pub nonblock: bool,
+    /// The `fork` generation the stream was made in (a child cannot use its parent's).
+    pub generation: u64,
     qp: RcQp,
-    rx: VecDeque<u8>,
-    wcs: Vec<WorkCompletion>,
-    next_wr: u64,
-    /// The last send that completed (sends complete in order).
-    sent: u64,
+    inbox: Inbox,
+    sends: Sends,
+    shut: Shut,
+    /// `SO_ERROR` reported the failure already.
+    error_taken: bool,
+    /// The connection's end was counted as an arrival.
+    end_noted: bool,
 }
 
 fn verbs_err(e: &VerbsError) -> io::Error {
@@ -54,42 +65,51 @@ fn verbs_err(e: &VerbsError) -> io::Error {
 }
 
 impl Stream {
-    pub fn new(qp: RcQp) -> Stream {
+    pub fn new(qp: RcQp, generation: u64) -> Stream {
         Stream {
             nonblock: false,
+            generation,
             qp,
-            rx: VecDeque::new(),
-            wcs: Vec::new(),
-            next_wr: 1,
-            sent: 0,
+            inbox: Inbox::default(),
+            sends: Sends {
+                wcs: Vec::new(),
+                next_wr: 1,
+                done: 0,
+                drains: 1,
+            },
+            shut: Shut::default(),
+            error_taken: false,
+            end_noted: false,
         }
     }
 
-    /// Reads what has come off the connection into the byte queue; whether the connection
-    /// still works.
+    /// Moves what the connection has for us: arriving messages into the inbox, waiting bytes
+    /// of sends into the kernel. Whether the connection still works.
     fn progress(&mut self) -> bool {
+        let was_pending = self.sends.pending();
         loop {
-            self.wcs.clear();
+            self.sends.wcs.clear();
             let n = self
                 .qp
-                .poll_cq_with(&mut Append(&mut self.rx), &mut self.wcs, 64);
-            for wc in &self.wcs {
+                .poll_cq_with(&mut self.inbox, &mut self.sends.wcs, 64);
+            for wc in &self.sends.wcs {
                 if wc.status == WcStatus::Success {
-                    self.sent = self.sent.max(wc.wr_id);
+                    self.sends.done = self.sends.done.max(wc.wr_id);
                 }
             }
             if !matches!(n, Ok(64)) {
-                return self.qp.state() == QpState::Rts;
+                break;
             }
         }
-    }
-
-    /// Waits until the connection's socket is ready for `events`, at most [`WAIT`].
-    fn wait(&self, events: i16) {
-        if let Some(fd) = self.qp.socket() {
-            let mut p = libc_pollfd(fd.as_raw_fd(), events);
-            crate::ffi::poll_one(&mut p, WAIT);
+        if was_pending && !self.sends.pending() {
+            self.sends.drains += 1;
         }
+        let live = self.qp.state() == QpState::Rts;
+        if !live && !self.end_noted {
+            self.end_noted = true;
+            self.inbox.note_arrival();
+        }
+        live
     }
 
     /// Why a write cannot go: the connection's failure, or its end.
@@ -99,78 +119,152 @@ impl Stream {
             .map_or(io::ErrorKind::BrokenPipe.into(), verbs_err)
     }
 
-    /// Bytes into `buf`: 0 at the end of the stream; `WouldBlock` if `nonblock` and none have
-    /// come.
-    pub fn read(&mut self, buf: &mut [u8], nonblock: bool) -> io::Result<usize> {
-        if buf.is_empty() {
+    /// Bytes into `buf` (left in the stream if `peek`): 0 at the end of the stream,
+    /// `WouldBlock` if none have come.
+    pub fn try_read(&mut self, buf: &mut [u8], peek: bool) -> io::Result<usize> {
+        if buf.is_empty() || self.shut.read {
             return Ok(0);
         }
-        loop {
-            let live = self.progress();
-            if !self.rx.is_empty() {
-                let n = buf.len().min(self.rx.len());
-                for (d, s) in buf.iter_mut().zip(self.rx.drain(..n)) {
-                    *d = s;
-                }
-                return Ok(n);
-            }
-            if !live {
-                return match self.qp.last_error() {
-                    None | Some(VerbsError::PeerClosed) => Ok(0),
-                    Some(e) => Err(verbs_err(e)),
-                };
-            }
-            if nonblock {
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            self.wait(POLLIN);
+        let live = self.progress();
+        if !self.inbox.is_empty() {
+            return Ok(self.inbox.take(buf, peek));
         }
+        if self.inbox.ended() {
+            return Ok(0);
+        }
+        if !live {
+            return match self.qp.last_error() {
+                None | Some(VerbsError::PeerClosed) => Ok(0),
+                Some(e) => Err(verbs_err(e)),
+            };
+        }
+        Err(io::ErrorKind::WouldBlock.into())
     }
 
-    /// Sends the first [`MAX_SEND`] bytes of `buf` at most, as one message; returns once they
-    /// are in the kernel.
-    pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
+    /// Posts the first [`MAX_SEND`] bytes of `buf` at most as one message, or `WouldBlock`
+    /// while an earlier one still waits to go; returns how many. The bytes are the stream's
+    /// once posted: a blocking caller then waits for [`Stream::sent`].
+    pub fn try_write(&mut self, buf: &[u8]) -> io::Result<(usize, u64)> {
+        if self.shut.write {
+            return Err(io::ErrorKind::BrokenPipe.into());
         }
         if !self.progress() {
             return Err(self.broken());
         }
+        if self.sends.pending() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         let n = buf.len().min(MAX_SEND);
-        let wr_id = self.next_wr;
-        self.next_wr += 1;
+        if n == 0 {
+            return Ok((0, self.sends.done));
+        }
+        let wr_id = self.post(&buf[..n])?;
+        Ok((n, wr_id))
+    }
+
+    fn post(&mut self, data: &[u8]) -> io::Result<u64> {
+        let wr_id = self.sends.next_wr;
+        self.sends.next_wr += 1;
         self.qp
             .post_send(SendWr {
                 wr_id,
                 opcode: SendOpcode::Send,
-                data: &buf[..n],
+                data,
                 ah: None,
                 signaled: true,
             })
             .map_err(|e| verbs_err(&e))?;
-        // An RC send completes once its last byte is in the kernel: done then, even if the
-        // peer's end of stream came meanwhile.
-        loop {
-            if self.sent >= wr_id {
-                return Ok(n);
-            }
-            if !self.progress() && self.sent < wr_id {
-                return Err(self.broken());
-            }
-            if self.sent < wr_id {
-                self.wait(POLLOUT);
+        self.progress();
+        Ok(wr_id)
+    }
+
+    /// Whether send `wr_id` is in the kernel: `Ok(true)`, or not yet, or the connection
+    /// failed first. A send that completed is done even if the peer's end came meanwhile.
+    pub fn sent(&mut self, wr_id: u64) -> io::Result<bool> {
+        if self.sends.done >= wr_id {
+            return Ok(true);
+        }
+        if !self.progress() && self.sends.done < wr_id {
+            return Err(self.broken());
+        }
+        Ok(self.sends.done >= wr_id)
+    }
+
+    /// Waits (blocking, as a kernel socket's close does not) until what was written is in the
+    /// kernel, the connection fails, or `until`.
+    pub fn flush(&mut self, fd: i32, until: Instant) {
+        while self.progress() && self.sends.pending() {
+            let Some(left) = until.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            // A signal ends the wait, as it ends a lingering close.
+            if crate::ffi::wait_fd(fd, libc::POLLOUT, left.min(Duration::from_millis(100))).is_err()
+            {
+                return;
             }
         }
     }
-}
 
-const POLLIN: i16 = libc::POLLIN;
-const POLLOUT: i16 = libc::POLLOUT;
+    /// `shutdown(2)` on the program's end. The end of this direction is an empty message, so
+    /// the other direction goes on (a TCP FIN would end the MPA connection for both).
+    pub fn shutdown(&mut self, read: bool, write: bool) -> io::Result<()> {
+        if read {
+            self.shut.read = true;
+        }
+        if write && !self.shut.write {
+            if !self.progress() {
+                return Err(io::Error::from_raw_os_error(libc::ENOTCONN));
+            }
+            self.post(&[])?;
+            self.shut.write = true;
+        }
+        Ok(())
+    }
 
-fn libc_pollfd(fd: i32, events: i16) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events,
-        revents: 0,
+    /// The state `poll`, `select` and `epoll` report, after moving what the connection has.
+    pub fn ready(&mut self) -> Ready {
+        let live = self.progress();
+        let failed = !live && !matches!(self.qp.last_error(), None | Some(VerbsError::PeerClosed));
+        let pending = live && self.sends.pending();
+        Ready {
+            readable: !self.inbox.is_empty() || self.inbox.ended() || self.shut.read || !live,
+            arrivals: self.inbox.arrivals(),
+            writable: !pending,
+            drains: self.sends.drains,
+            rdhup: self.inbox.ended() || !live,
+            hup: !live,
+            error: failed && !self.error_taken,
+            pending,
+        }
+    }
+
+    /// `SO_ERROR`: the connection's failure as an errno, once; 0 if none (or told already).
+    pub fn take_error(&mut self) -> i32 {
+        if self.error_taken || self.progress() {
+            return 0;
+        }
+        match self.qp.last_error() {
+            None | Some(VerbsError::PeerClosed) => 0,
+            Some(_) => {
+                self.error_taken = true;
+                libc::ECONNRESET
+            }
+        }
+    }
+
+    /// Bytes a read would return now (`FIONREAD`).
+    pub fn readable_bytes(&mut self) -> usize {
+        self.progress();
+        self.inbox.len()
+    }
+
+    /// The poll events a blocked call waits for besides its own: sends that wait to go need
+    /// the socket writable.
+    pub fn also_wait_for(&self) -> i16 {
+        if self.sends.pending() {
+            libc::POLLOUT
+        } else {
+            0
+        }
     }
 }

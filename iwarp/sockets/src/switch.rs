@@ -102,7 +102,7 @@ pub fn switch(stream: TcpStream, wire: &mut dyn Wire) -> Result<Stream, Failure>
         qp.accept_stream(stream, &[])
             .map_err(|_| Failure::Exchange)?;
     }
-    Ok(Stream::new(qp))
+    Ok(Stream::new(qp, crate::registry::generation()))
 }
 
 #[cfg(test)]

@@ -1,0 +1,121 @@
+//! The bytes that have come off a switched connection and wait for the program's reads.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use iwarp::verbs::RdReceiver;
+
+/// Arriving messages become one queue of bytes; an empty message is the peer's end of stream
+/// (`shutdown(SHUT_WR)`), which a byte stream cannot otherwise say while the connection stays
+/// up for the other direction.
+#[derive(Default)]
+pub struct Inbox {
+    bytes: VecDeque<u8>,
+    /// The peer's end of stream came.
+    ended: bool,
+    /// How many times something arrived that makes a read return: an edge-triggered waiter
+    /// reports each one once.
+    arrivals: u64,
+}
+
+impl Inbox {
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    pub fn arrivals(&self) -> u64 {
+        self.arrivals
+    }
+
+    /// Counts an arrival that is not a message (the connection's end).
+    pub fn note_arrival(&mut self) {
+        self.arrivals += 1;
+    }
+
+    /// Copies the first bytes into `buf`, taking them unless `peek`; how many.
+    pub fn take(&mut self, buf: &mut [u8], peek: bool) -> usize {
+        let n = buf.len().min(self.bytes.len());
+        let (a, b) = self.bytes.as_slices();
+        let from_a = n.min(a.len());
+        buf[..from_a].copy_from_slice(&a[..from_a]);
+        buf[from_a..n].copy_from_slice(&b[..n - from_a]);
+        if !peek {
+            self.bytes.drain(..n);
+        }
+        n
+    }
+
+    fn push(&mut self, payload: &[u8]) {
+        if payload.is_empty() {
+            self.ended = true;
+        } else if !self.ended {
+            self.bytes.extend(payload);
+        }
+        self.arrivals += 1;
+    }
+}
+
+impl RdReceiver for Inbox {
+    fn early(&mut self, _: SocketAddr, payload: &[u8], _: bool) -> bool {
+        self.push(payload);
+        true
+    }
+    fn message(&mut self, _: SocketAddr, payload: &[u8]) {
+        self.push(payload);
+    }
+    fn max_message(&self) -> usize {
+        u32::MAX as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from() -> SocketAddr {
+        "127.0.0.1:1".parse().unwrap()
+    }
+
+    #[test]
+    fn messages_read_as_one_stream_in_order_whatever_the_read_sizes() {
+        let mut i = Inbox::default();
+        i.message(from(), b"hello ");
+        i.early(from(), b"world", true);
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4];
+        loop {
+            let n = i.take(&mut buf, false);
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got, b"hello world");
+        assert_eq!(i.arrivals(), 2);
+        assert!(!i.ended());
+    }
+
+    #[test]
+    fn a_peek_leaves_the_bytes_and_an_empty_message_ends_the_stream() {
+        let mut i = Inbox::default();
+        i.message(from(), b"abc");
+        let mut buf = [0u8; 8];
+        assert_eq!(i.take(&mut buf, true), 3);
+        assert_eq!(i.len(), 3);
+        i.message(from(), b"");
+        assert!(i.ended());
+        assert_eq!(i.take(&mut buf, false), 3);
+        assert_eq!(&buf[..3], b"abc");
+        // Nothing after the end is taken.
+        i.message(from(), b"late");
+        assert!(i.is_empty());
+    }
+}
