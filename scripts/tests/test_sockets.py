@@ -37,6 +37,13 @@ class Sockets(unittest.TestCase):
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise AssertionError(f"echo.c does not build:\n{r.stderr}")
+        cls.calls = os.path.join(cls.tmp, "sockets-calls")
+        r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror",
+                            "-I", os.path.join(HERE, "iwarp/sockets/include"), "-o", cls.calls,
+                            os.path.join(HERE, "iwarp/sockets/tests/c/calls.c")],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise AssertionError(f"calls.c does not build:\n{r.stderr}")
 
     def env(self, preload):
         e = dict(os.environ, DIWARP_SWITCH_TIMEOUT_MS="1500")
@@ -215,6 +222,66 @@ class Sockets(unittest.TestCase):
                                    ["nc", "-N", "127.0.0.1", str(port)], preload, stdin=blob)
             self.assertEqual(c.returncode, 0, c.stderr)
             self.assertEqual(out, blob, f"nc, preload={preload}")
+
+    def run_calls(self, phase, kill_server_after=None):
+        """Runs both ends of sockets-calls PHASE under the library; returns (server, client)
+        as (exit status, stdout, stderr)."""
+        port = free_port()
+        server = subprocess.Popen([self.calls, "server", str(port), phase], env=self.env(True),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(server.stdout.readline().strip(), "sockets-calls server: listening")
+            client = subprocess.Popen([self.calls, "client", str(port), phase],
+                                      env=self.env(True), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+            if kill_server_after is not None:
+                time.sleep(kill_server_after)
+                server.kill()
+            c_out, c_err = client.communicate(timeout=60)
+            s_out, s_err = server.communicate(timeout=60)
+        finally:
+            server.kill()
+        return (server.returncode, s_out, s_err), (client.returncode, c_out, c_err)
+
+    def test_every_call_on_a_switched_socket_blocking(self):
+        s, c = self.run_calls("blocking")
+        for who, (code, out, err) in (("server", s), ("client", c)):
+            self.assertEqual(code, 0, f"{who}: {out}\n{err}")
+            self.assertIn("OK blocking", out, who)
+
+    def test_an_echo_driven_by_epoll_level_and_edge_triggered(self):
+        for phase in ("epoll-lt", "epoll-et"):
+            s, c = self.run_calls(phase)
+            for who, (code, out, err) in (("server", s), ("client", c)):
+                self.assertEqual(code, 0, f"{phase} {who}: {out}\n{err}")
+                self.assertIn("echoed=1319816", out, f"{phase} {who}")
+
+    def test_a_peer_that_dies_mid_transfer_fails_the_writer_clearly(self):
+        started = time.monotonic()
+        _, c = self.run_calls("flood", kill_server_after=1.0)
+        self.assertEqual(c[0], 0, c)
+        self.assertRegex(c[1], "write failed: (Connection reset by peer|Broken pipe)")
+        self.assertLess(time.monotonic() - started, 30, "no hang")
+
+    def test_a_foreign_peer_fails_the_switch_with_a_clear_error(self):
+        """The peer sends the go signal (so the switch goes ahead) and then HTTP, not MPA."""
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        client = subprocess.Popen([self.echo, "client", str(port), "iwarp"], env=self.env(True),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            conn, _ = listener.accept()
+            conn.send(b"D", socket.MSG_OOB)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 0000000000000\r\n\r\n")
+            out, err = client.communicate(timeout=30)
+            conn.close()
+        finally:
+            client.kill()
+            listener.close()
+        self.assertEqual(client.returncode, 3, f"{out}\n{err}")
+        self.assertRegex(out, "switch failed: (Protocol error|Protocol not supported)")
 
 
 if __name__ == "__main__":
