@@ -9,7 +9,9 @@ pub const DEFAULT_TRANSPORTS: &str =
     "mpich-diwarp,mpich-tcp,mpich-udp-rxd,ompi-btl-tcp,ompi-diwarp";
 
 #[derive(Args)]
-#[command(after_long_help = AFTER_HELP)]
+// A later option wins over an earlier one, so that scripts/bench's defaults can be overridden
+// by the arguments appended to them.
+#[command(after_long_help = AFTER_HELP, args_override_self = true)]
 pub struct BenchArgs {
     /// Runs of every (transport, mode), interleaved: run 1 of everything, then run 2, ...
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
@@ -17,13 +19,14 @@ pub struct BenchArgs {
     /// Transports, comma-separated: names of `diwarp transports` (the table of
     /// baselines.md). Every diwarp transport (any mode) gets a ratio to every peer (the
     /// others; with none, to the first diwarp transport).
-    #[arg(long, value_delimiter = ',', default_value = DEFAULT_TRANSPORTS)]
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = DEFAULT_TRANSPORTS)]
     pub transports: Vec<String>,
     /// Modes, comma-separated.
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
+        action = clap::ArgAction::Set,
         default_value = "latency,bw,bibw"
     )]
     pub modes: Vec<PtMode>,
@@ -198,6 +201,31 @@ mod tests {
         assert!(parse_sizes("4M").is_err());
         assert!(parse_sizes("8:4").is_err());
         assert!(parse_sizes("1:x").is_err());
+    }
+
+    #[test]
+    fn a_later_option_wins() {
+        use clap::{Args as _, Command, FromArgMatches};
+        let cmd = BenchArgs::augment_args(Command::new("bench"));
+        let m = cmd
+            .try_get_matches_from([
+                "bench",
+                "--runs",
+                "3",
+                "--transports",
+                "mpich-diwarp,mpich-tcp",
+                "--runs",
+                "1",
+                "--transports",
+                "ompi-diwarp",
+                "--modes",
+                "bw,latency",
+            ])
+            .unwrap();
+        let a = BenchArgs::from_arg_matches(&m).unwrap();
+        assert_eq!(a.runs, 1);
+        assert_eq!(a.transports, ["ompi-diwarp"]);
+        assert_eq!(a.modes, [PtMode::Bw, PtMode::Latency]);
     }
 
     #[test]
