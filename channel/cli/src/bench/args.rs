@@ -42,8 +42,8 @@ pub struct BenchArgs {
     pub warmup: Option<String>,
     /// udp;ofi_rxd (under either MPI) is slow for large messages: its sizes stop here, and
     /// unless --iters is given it gets fewer iterations above 8 KiB (latency 200, bw/bibw 5).
-    #[arg(long, default_value = "1M", value_parser = parse_size)]
-    pub rxd_max: u64,
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size_given)]
+    pub rxd_max: (u64, String),
     /// pt2pt --verify: every byte checked (timings then include the checking).
     #[arg(long)]
     pub verify: bool,
@@ -136,6 +136,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return Err(bad());
     }
     n.checked_mul(mult).ok_or_else(bad)
+}
+
+/// A size and how it was written, for messages.
+pub fn parse_size_given(s: &str) -> Result<(u64, String), String> {
+    Ok((parse_size(s)?, s.to_owned()))
 }
 
 pub fn parse_sizes(s: &str) -> Result<Sizes, String> {

@@ -159,7 +159,7 @@ pub fn main(a: BenchArgs) -> ExitCode {
     let settings = plan::Settings {
         size_min: a.sizes.min,
         size_max: a.sizes.max,
-        rxd_max: a.rxd_max,
+        rxd_max: a.rxd_max.0,
         iters: a.iters.clone(),
         warmup: a.warmup.clone(),
         verify: a.verify,
@@ -269,7 +269,7 @@ fn run_all(
                     reason = why.clone();
                 } else if b.is_none() {
                     status = Status::NotRun;
-                    reason = format!("no size at or below --rxd-max {}", a.rxd_max);
+                    reason = format!("no size at or below --rxd-max {}", a.rxd_max.1);
                 } else if let Some(why) = skip.get(&(t.name, m)) {
                     status = Status::Skipped;
                     reason = why.clone();
