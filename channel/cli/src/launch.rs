@@ -16,7 +16,7 @@ pub const RUN_ID_VAR: &str = "MPIRUN_DIWARP_RUN_ID";
 /// The namespaces of a run on several hosts, for the ssh stand-in (scripts/netns-launch).
 pub const NETNS_VAR: &str = "MPIRUN_DIWARP_NETNS";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum)]
 pub enum Mpi {
     /// MPICH (ch4:ofi), e.g. the PyPI wheel scripts/setup installs.
     Mpich,
@@ -51,6 +51,19 @@ pub enum Transport {
     UdpRxd,
     /// Open MPI's own TCP BTL (pml ob1).
     OmpiTcp,
+}
+
+impl Transport {
+    /// The name `--transport` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Diwarp => "diwarp",
+            Transport::Tcp => "tcp",
+            Transport::TcpRxm => "tcp-rxm",
+            Transport::UdpRxd => "udp-rxd",
+            Transport::OmpiTcp => "ompi-tcp",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -407,6 +420,16 @@ mod tests {
         assert_eq!(env_of(&p, "I_MPI_OFI_PROVIDER"), Some("tcp"));
         assert_eq!(env_of(&p, "FI_TCP_IFACE"), Some("lo"));
         assert!(plan(&req(Mpi::Impi, Transport::UdpRxd, None), &[]).is_err());
+    }
+
+    #[test]
+    fn names_are_the_options_values() {
+        for t in Transport::value_variants() {
+            assert_eq!(t.to_possible_value().unwrap().get_name(), t.name());
+        }
+        for m in Mpi::value_variants() {
+            assert_eq!(m.to_possible_value().unwrap().get_name(), m.name());
+        }
     }
 
     #[test]

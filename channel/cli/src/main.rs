@@ -2,6 +2,7 @@
 //! compare), says which provider it would load and how its parameters are set, and prints the
 //! provider's man page.
 
+mod bench;
 mod info;
 mod install;
 mod launch;
@@ -11,6 +12,7 @@ mod procs;
 mod provider;
 mod run;
 mod shell;
+mod transports;
 
 use std::process::ExitCode;
 
@@ -37,6 +39,12 @@ enum Cmd {
     Man,
     /// Install this command, the provider and the man page under a prefix.
     Install(install::InstallArgs),
+    /// MPI point-to-point latency and bandwidth (pt2pt.c) over diwarp and its peers side by
+    /// side: interleaved runs, medians, diwarp's ratio to each peer.
+    Bench(bench::BenchArgs),
+    /// The transports the benchmarks compare, by name: MPI, transport, diwarp's mode and
+    /// settings, tab-separated.
+    Transports(transports::TransportsArgs),
 }
 
 /// Variables `diwarp run` reads as options: set but empty, they mean unset, as they did to the
@@ -59,6 +67,8 @@ fn main() -> ExitCode {
         Cmd::Run(args) => run::main(args),
         Cmd::Info(args) => info::main(&args),
         Cmd::Install(args) => install::main(&args),
+        Cmd::Bench(args) => bench::main(args),
+        Cmd::Transports(args) => transports::main(&args),
         Cmd::Man => {
             print(&man::page());
             ExitCode::SUCCESS
