@@ -22,6 +22,12 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Sockets(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -44,6 +50,13 @@ class Sockets(unittest.TestCase):
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise AssertionError(f"calls.c does not build:\n{r.stderr}")
+        cls.dgram = os.path.join(cls.tmp, "sockets-dgram")
+        r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror",
+                            "-I", os.path.join(HERE, "iwarp/sockets/include"), "-o", cls.dgram,
+                            os.path.join(HERE, "iwarp/sockets/tests/c/dgram.c")],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise AssertionError(f"dgram.c does not build:\n{r.stderr}")
 
     def env(self, preload):
         e = dict(os.environ, DIWARP_SWITCH_TIMEOUT_MS="1500")
@@ -282,6 +295,36 @@ class Sockets(unittest.TestCase):
             listener.close()
         self.assertEqual(client.returncode, 3, f"{out}\n{err}")
         self.assertRegex(out, "switch failed: (Protocol error|Protocol not supported)")
+
+    def dgram_pair(self, a_mode, b_mode):
+        pa, pb = free_udp_port(), free_udp_port()
+        b = subprocess.Popen([self.dgram, "b", str(pb), str(pa), b_mode], env=self.env(True),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            a = subprocess.run([self.dgram, "a", str(pa), str(pb), a_mode], env=self.env(True),
+                               capture_output=True, text=True, timeout=60)
+            b_out, b_err = b.communicate(timeout=60)
+        finally:
+            b.kill()
+        return (a.returncode, a.stdout, a.stderr), (b.returncode, b_out, b_err)
+
+    def test_datagram_sockets_switched_keep_every_message_whole_and_in_order(self):
+        a, b = self.dgram_pair("iwarp", "iwarp")
+        self.assert_dgram_ok(a, 1)
+        self.assert_dgram_ok(b, 1)
+
+    def test_a_datagram_peer_that_does_not_switch_fails_the_switch_cleanly(self):
+        for a_mode, b_mode in (("try", "plain"), ("plain", "try")):
+            a, b = self.dgram_pair(a_mode, b_mode)
+            tried = a if a_mode == "try" else b
+            self.assertIn("switch failed: Protocol not supported", tried[1])
+            self.assert_dgram_ok(a, 0)
+            self.assert_dgram_ok(b, 0)
+
+    def assert_dgram_ok(self, res, switched):
+        code, out, err = res
+        self.assertEqual(code, 0, f"{out}\n{err}")
+        self.assertIn(f"OK switched={switched}", out, f"{out}\n{err}")
 
 
 if __name__ == "__main__":

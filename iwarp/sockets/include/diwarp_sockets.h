@@ -1,9 +1,11 @@
 /* libdiwarp-sockets.so (LD_PRELOAD): socket calls over diwarp's iWARP queue pairs.
  *
- * A connected stream socket switched on both ends with
+ * A connected socket switched on both ends with
  *     int on = 1;
  *     setsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &on, sizeof on);
- * carries its data over an RC queue pair (MPA start-up on that connection, then FPDUs).
+ * carries its data over a queue pair: a stream socket over an RC queue pair (MPA start-up on
+ * that connection, then FPDUs), a datagram socket over an RD queue pair (reliable, ordered
+ * messages). An unconnected socket cannot switch (ENOTCONN).
  * Both ends must switch within DIWARP_SWITCH_TIMEOUT_MS (default 2000) of each other and
  * before either sends data; if the peer does not, the call fails with EPROTONOSUPPORT and
  * the socket stays a plain socket, its stream untouched. Without the library loaded the

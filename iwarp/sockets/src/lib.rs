@@ -6,13 +6,16 @@
 //!
 //! - `switch`: the handshake that turns a connected socket into an RC queue pair, or leaves it
 //!   plain (and its stream clean) when the peer does not switch.
-//! - `stream`: a byte stream over the queue pair's messages.
+//! - `conduit`: what a switched socket carries its data over: `stream`, a byte stream over an
+//!   RC queue pair's messages, or `datagram`, messages over an RD queue pair.
 //! - `inbox`: the bytes that came and wait for reads; `readiness`: what `poll` and `epoll`
 //!   say of a switched socket.
 //! - `registry`: which descriptors are switched; `epoll_table`: the program's epoll
 //!   registrations.
 //! - `ffi`: the overloaded calls, and the only `unsafe` code.
 
+pub mod conduit;
+pub mod datagram;
 pub mod epoll_table;
 mod ffi;
 pub mod inbox;

@@ -8,14 +8,14 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use crate::stream::Stream;
+use crate::conduit::Switched;
 
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 /// How many `fork`s made this process: a stream made in an earlier generation is the
 /// parent's, whose queue pair state a child must not move on.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-pub type Shared = Arc<Mutex<Stream>>;
+pub type Shared = Arc<Mutex<Switched>>;
 type Map = Mutex<HashMap<i32, Shared>>;
 
 fn map() -> &'static Map {
@@ -37,7 +37,7 @@ pub fn get(fd: i32) -> Option<Shared> {
 }
 
 /// `fd` now carries `s`.
-pub fn insert(fd: i32, s: Stream) {
+pub fn insert(fd: i32, s: Switched) {
     put(fd, Arc::new(Mutex::new(s)));
 }
 

@@ -1,9 +1,6 @@
 //! A byte stream over an RC queue pair: each `write` is one Send (at most [`MAX_SEND`] bytes
 //! of it), and the bytes of arriving messages queue up for `read` in order. Message
 //! boundaries do not show, as over TCP.
-//!
-//! Every call here tries once and never waits: the caller waits on the socket, without the
-//! stream's lock, so that one thread blocked in a read does not hold up another's write.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -12,6 +9,7 @@ use iwarp::verbs::{
     QpState, QueuePair, RcQp, SendOpcode, SendWr, VerbsError, WcStatus, WorkCompletion,
 };
 
+use crate::conduit::{Conduit, Got};
 use crate::inbox::Inbox;
 use crate::readiness::Ready;
 
@@ -42,11 +40,6 @@ impl Sends {
 }
 
 pub struct Stream {
-    /// The program's descriptor is in non-blocking mode (the queue pair's duplicate shares
-    /// its file, which the queue pair keeps non-blocking, so the library keeps the mode).
-    pub nonblock: bool,
-    /// The `fork` generation the stream was made in (a child cannot use its parent's).
-    pub generation: u64,
     qp: RcQp,
     inbox: Inbox,
     sends: Sends,
@@ -65,10 +58,8 @@ fn verbs_err(e: &VerbsError) -> io::Error {
 }
 
 impl Stream {
-    pub fn new(qp: RcQp, generation: u64) -> Stream {
+    pub fn new(qp: RcQp) -> Stream {
         Stream {
-            nonblock: false,
-            generation,
             qp,
             inbox: Inbox::default(),
             sends: Sends {
@@ -119,22 +110,42 @@ impl Stream {
             .map_or(io::ErrorKind::BrokenPipe.into(), verbs_err)
     }
 
+    fn post(&mut self, data: &[u8]) -> io::Result<u64> {
+        let wr_id = self.sends.next_wr;
+        self.sends.next_wr += 1;
+        self.qp
+            .post_send(SendWr {
+                wr_id,
+                opcode: SendOpcode::Send,
+                data,
+                ah: None,
+                signaled: true,
+            })
+            .map_err(|e| verbs_err(&e))?;
+        self.progress();
+        Ok(wr_id)
+    }
+}
+
+impl Conduit for Stream {
     /// Bytes into `buf` (left in the stream if `peek`): 0 at the end of the stream,
     /// `WouldBlock` if none have come.
-    pub fn try_read(&mut self, buf: &mut [u8], peek: bool) -> io::Result<usize> {
+    fn try_read(&mut self, buf: &mut [u8], peek: bool) -> io::Result<Got> {
+        let nothing = Got { copied: 0, len: 0 };
         if buf.is_empty() || self.shut.read {
-            return Ok(0);
+            return Ok(nothing);
         }
         let live = self.progress();
         if !self.inbox.is_empty() {
-            return Ok(self.inbox.take(buf, peek));
+            let n = self.inbox.take(buf, peek);
+            return Ok(Got { copied: n, len: n });
         }
         if self.inbox.ended() {
-            return Ok(0);
+            return Ok(nothing);
         }
         if !live {
             return match self.qp.last_error() {
-                None | Some(VerbsError::PeerClosed) => Ok(0),
+                None | Some(VerbsError::PeerClosed) => Ok(nothing),
                 Some(e) => Err(verbs_err(e)),
             };
         }
@@ -144,7 +155,7 @@ impl Stream {
     /// Posts the first [`MAX_SEND`] bytes of `buf` at most as one message, or `WouldBlock`
     /// while an earlier one still waits to go; returns how many. The bytes are the stream's
     /// once posted: a blocking caller then waits for [`Stream::sent`].
-    pub fn try_write(&mut self, buf: &[u8]) -> io::Result<(usize, u64)> {
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<(usize, u64)> {
         if self.shut.write {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
@@ -162,25 +173,9 @@ impl Stream {
         Ok((n, wr_id))
     }
 
-    fn post(&mut self, data: &[u8]) -> io::Result<u64> {
-        let wr_id = self.sends.next_wr;
-        self.sends.next_wr += 1;
-        self.qp
-            .post_send(SendWr {
-                wr_id,
-                opcode: SendOpcode::Send,
-                data,
-                ah: None,
-                signaled: true,
-            })
-            .map_err(|e| verbs_err(&e))?;
-        self.progress();
-        Ok(wr_id)
-    }
-
     /// Whether send `wr_id` is in the kernel: `Ok(true)`, or not yet, or the connection
     /// failed first. A send that completed is done even if the peer's end came meanwhile.
-    pub fn sent(&mut self, wr_id: u64) -> io::Result<bool> {
+    fn sent(&mut self, wr_id: u64) -> io::Result<bool> {
         if self.sends.done >= wr_id {
             return Ok(true);
         }
@@ -192,7 +187,7 @@ impl Stream {
 
     /// Waits (blocking, as a kernel socket's close does not) until what was written is in the
     /// kernel, the connection fails, or `until`.
-    pub fn flush(&mut self, fd: i32, until: Instant) {
+    fn flush(&mut self, fd: i32, until: Instant) {
         while self.progress() && self.sends.pending() {
             let Some(left) = until.checked_duration_since(Instant::now()) else {
                 return;
@@ -207,7 +202,7 @@ impl Stream {
 
     /// `shutdown(2)` on the program's end. The end of this direction is an empty message, so
     /// the other direction goes on (a TCP FIN would end the MPA connection for both).
-    pub fn shutdown(&mut self, read: bool, write: bool) -> io::Result<()> {
+    fn shutdown(&mut self, read: bool, write: bool) -> io::Result<()> {
         if read {
             self.shut.read = true;
         }
@@ -222,7 +217,7 @@ impl Stream {
     }
 
     /// The state `poll`, `select` and `epoll` report, after moving what the connection has.
-    pub fn ready(&mut self) -> Ready {
+    fn ready(&mut self) -> Ready {
         let live = self.progress();
         let failed = !live && !matches!(self.qp.last_error(), None | Some(VerbsError::PeerClosed));
         let pending = live && self.sends.pending();
@@ -239,7 +234,7 @@ impl Stream {
     }
 
     /// `SO_ERROR`: the connection's failure as an errno, once; 0 if none (or told already).
-    pub fn take_error(&mut self) -> i32 {
+    fn take_error(&mut self) -> i32 {
         if self.error_taken || self.progress() {
             return 0;
         }
@@ -253,14 +248,14 @@ impl Stream {
     }
 
     /// Bytes a read would return now (`FIONREAD`).
-    pub fn readable_bytes(&mut self) -> usize {
+    fn readable_bytes(&mut self) -> usize {
         self.progress();
         self.inbox.len()
     }
 
     /// The poll events a blocked call waits for besides its own: sends that wait to go need
     /// the socket writable.
-    pub fn also_wait_for(&self) -> i16 {
+    fn also_wait_for(&self) -> i16 {
         if self.sends.pending() {
             libc::POLLOUT
         } else {

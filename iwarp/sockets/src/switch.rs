@@ -1,4 +1,5 @@
-//! Switching a connected stream socket to an RC queue pair, or leaving it plain.
+//! Switching a connected socket to a queue pair, or leaving it plain: a stream socket to an
+//! RC queue pair, a datagram socket to an RD queue pair.
 //!
 //! Whoever sent first into a peer that did not switch would corrupt its stream, so the go
 //! signal travels out of band. Roles follow the two ends' addresses (the lower one is the MPA
@@ -7,12 +8,18 @@
 //! nothing) for the initiator's MPA Request; the initiator waits for the urgent byte before
 //! it sends anything. A peer that does not switch within the timeout leaves both streams as
 //! they were, and the switch fails with `EPROTONOSUPPORT`.
+//!
+//! A datagram socket has no out-of-band channel: both ends send a hello datagram (magic,
+//! QP number) until each has the other's, and a datagram that is not a hello means the peer
+//! is not switching (it is left for the program to read). A plain peer sees the hellos as
+//! stray datagrams, at most one per [`HELLO_EVERY`] until the timeout.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use iwarp::verbs::{QpConfig, RcQp};
+use iwarp::verbs::{AddressHandle, QpConfig, QueuePair, RcQp, RdQp};
 
+use crate::datagram::Datagram;
 use crate::stream::Stream;
 
 /// The option level (`include/diwarp_sockets.h`): above every Linux `SOL_*`, and the kernel
@@ -102,7 +109,95 @@ pub fn switch(stream: TcpStream, wire: &mut dyn Wire) -> Result<Stream, Failure>
         qp.accept_stream(stream, &[])
             .map_err(|_| Failure::Exchange)?;
     }
-    Ok(Stream::new(qp, crate::registry::generation()))
+    Ok(Stream::new(qp))
+}
+
+/// The first bytes of a datagram socket's hello.
+pub const HELLO_MAGIC: &[u8; 12] = b"DIWARP-RD/1 ";
+/// A hello: the magic, the sender's QP number, whether it has the other's hello already.
+const HELLO_LEN: usize = HELLO_MAGIC.len() + 5;
+/// How often a hello is sent while the peer's has not come.
+pub const HELLO_EVERY: Duration = Duration::from_millis(250);
+
+fn hello(qpn: u32, have_peers: bool) -> [u8; HELLO_LEN] {
+    let mut h = [0u8; HELLO_LEN];
+    h[..HELLO_MAGIC.len()].copy_from_slice(HELLO_MAGIC);
+    h[HELLO_MAGIC.len()..HELLO_MAGIC.len() + 4].copy_from_slice(&qpn.to_be_bytes());
+    h[HELLO_LEN - 1] = u8::from(have_peers);
+    h
+}
+
+/// The QP number in a hello, if `d` is one.
+pub fn read_hello(d: &[u8]) -> Option<u32> {
+    if d.len() != HELLO_LEN || !d.starts_with(HELLO_MAGIC) {
+        return None;
+    }
+    let q = &d[HELLO_MAGIC.len()..HELLO_MAGIC.len() + 4];
+    Some(u32::from_be_bytes([q[0], q[1], q[2], q[3]]))
+}
+
+/// The datagram socket calls a switch needs, on the real socket.
+pub trait DatagramWire {
+    fn send(&mut self, d: &[u8]) -> bool;
+    /// The next datagram waiting, without taking it (its length), if one came by `until`.
+    fn peek(&mut self, buf: &mut [u8], until: Instant) -> Option<usize>;
+    /// Takes the next datagram.
+    fn discard(&mut self);
+}
+
+/// Switches the connected datagram socket `sock` (a duplicate of the caller's descriptor).
+pub fn switch_datagram(sock: UdpSocket, wire: &mut dyn DatagramWire) -> Result<Datagram, Failure> {
+    let Ok(peer) = sock.peer_addr() else {
+        return Err(Failure::NotConnected);
+    };
+    let wait = timeout();
+    let until = Instant::now() + wait;
+    let mut config = QpConfig {
+        crc: true,
+        // Everything must leave from the program's socket: the peer's is connected to it.
+        connected_peers: 0,
+        ..QpConfig::default()
+    };
+    config.rd.idle_timeout = config.rd.idle_timeout.max(wait);
+    let mut qp = RdQp::create(config).map_err(|_| Failure::Exchange)?;
+    let mut peer_qpn = None;
+    let mut next_hello = Instant::now();
+    let mut buf = [0u8; HELLO_LEN + 1];
+    loop {
+        let now = Instant::now();
+        if now >= next_hello {
+            if !wire.send(&hello(qp.qpn(), peer_qpn.is_some())) {
+                return Err(Failure::NotConnected);
+            }
+            next_hello = now + HELLO_EVERY;
+        }
+        if let Some(q) = peer_qpn {
+            // Every hello the peer sent before ours came is taken, so that none reaches the
+            // queue pair.
+            while wire
+                .peek(&mut buf, now)
+                .and_then(|n| read_hello(&buf[..n]))
+                .is_some()
+            {
+                wire.discard();
+            }
+            qp.attach_udp(sock).map_err(|_| Failure::Exchange)?;
+            return Ok(Datagram::new(qp, AddressHandle::new(peer, q)));
+        }
+        match wire.peek(&mut buf, until.min(next_hello)) {
+            Some(n) => match read_hello(&buf[..n]) {
+                Some(q) => {
+                    wire.discard();
+                    peer_qpn = Some(q);
+                    // Answer at once: the peer may be waiting for ours.
+                    next_hello = now;
+                }
+                None => return Err(Failure::PeerPlain),
+            },
+            None if Instant::now() >= until => return Err(Failure::PeerPlain),
+            None => {}
+        }
+    }
 }
 
 #[cfg(test)]
@@ -118,6 +213,95 @@ mod tests {
             assert!(initiates(x, y) != initiates(y, x), "{x} {y}");
         }
         assert!(initiates(a, b) && initiates(a, c));
+    }
+
+    /// Datagrams in a queue, as a socket would hold them.
+    struct Queue {
+        waiting: std::collections::VecDeque<Vec<u8>>,
+        sent: Vec<Vec<u8>>,
+    }
+
+    impl DatagramWire for Queue {
+        fn send(&mut self, d: &[u8]) -> bool {
+            self.sent.push(d.to_vec());
+            true
+        }
+        fn peek(&mut self, buf: &mut [u8], _: Instant) -> Option<usize> {
+            let d = self.waiting.front()?;
+            let n = d.len().min(buf.len());
+            buf[..n].copy_from_slice(&d[..n]);
+            Some(d.len())
+        }
+        fn discard(&mut self) {
+            self.waiting.pop_front();
+        }
+    }
+
+    fn connected() -> UdpSocket {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.connect(peer.local_addr().unwrap()).unwrap();
+        s
+    }
+
+    #[test]
+    fn a_hello_is_read_back_and_nothing_else_is_one() {
+        let h = hello(0xdead_beef, true);
+        assert_eq!(read_hello(&h), Some(0xdead_beef));
+        assert_eq!(read_hello(&h[..h.len() - 1]), None);
+        assert_eq!(read_hello(b"DIWARP-RD/1 xxxxxxxxxxx"), None);
+        let mut other = h;
+        other[0] = b'd';
+        assert_eq!(read_hello(&other), None);
+    }
+
+    #[test]
+    fn the_peers_hellos_are_taken_and_its_data_is_left_for_the_queue_pair() {
+        let mut w = Queue {
+            waiting: [
+                hello(7, false).to_vec(),
+                hello(7, false).to_vec(),
+                b"data".to_vec(),
+            ]
+            .into(),
+            sent: Vec::new(),
+        };
+        assert!(switch_datagram(connected(), &mut w).is_ok());
+        assert_eq!(
+            w.waiting,
+            [b"data".to_vec()],
+            "both hellos taken, the data left"
+        );
+        // Ours went first, then the answer saying we have the peer's.
+        assert_eq!(w.sent.len(), 2);
+        assert_eq!(w.sent[1][HELLO_LEN - 1], 1);
+    }
+
+    #[test]
+    fn a_datagram_that_is_not_a_hello_means_a_plain_peer_and_stays() {
+        let mut w = Queue {
+            waiting: [b"GET / HTTP/1.0".to_vec()].into(),
+            sent: Vec::new(),
+        };
+        assert_eq!(
+            switch_datagram(connected(), &mut w).err(),
+            Some(Failure::PeerPlain)
+        );
+        assert_eq!(w.waiting.len(), 1, "the program's datagram is not taken");
+    }
+
+    #[test]
+    fn an_unconnected_datagram_socket_cannot_switch() {
+        let mut w = Queue {
+            waiting: Default::default(),
+            sent: Vec::new(),
+        };
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_eq!(
+            switch_datagram(s, &mut w).err(),
+            Some(Failure::NotConnected)
+        );
+        assert!(w.sent.is_empty());
     }
 
     #[test]

@@ -86,12 +86,20 @@ unsafe fn wait_mixed(
     loop {
         let mut got: Vec<libc::epoll_event> = Vec::with_capacity(max);
         let mut pending = false;
+        let mut wake: Option<Instant> = None;
         for (fd, data, s) in members {
             if got.len() == max {
                 break;
             }
-            let r = s.lock().ready();
+            let (r, w) = {
+                let mut st = s.lock();
+                (st.conduit.ready(), st.conduit.next_wakeup())
+            };
             pending |= r.pending;
+            wake = match (wake, w) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let ev = epoll_table::with(epfd, *fd, |i| i.report(&r)).unwrap_or(0);
             if ev != 0 {
                 got.push(libc::epoll_event {
@@ -104,7 +112,7 @@ unsafe fn wait_mixed(
         let mut mine_woke = false;
         if room > 0 {
             let wait = if got.is_empty() {
-                slice(deadline, pending)
+                slice(deadline, pending, wake)
             } else {
                 0
             };

@@ -22,7 +22,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
                 if Arc::strong_count(&s) == 1 {
                     let mut st = s.lock();
                     if st.generation == registry::generation() {
-                        st.flush(fd, Instant::now() + switch::timeout());
+                        st.conduit.flush(fd, Instant::now() + switch::timeout());
                     }
                 }
             }
@@ -142,7 +142,7 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
                 Ok(0)
             }
             libc::FIONREAD => {
-                let n = s.lock().readable_bytes();
+                let n = s.lock().conduit.readable_bytes();
                 *val? = c_int::try_from(n).unwrap_or(c_int::MAX);
                 Ok(0)
             }
@@ -177,7 +177,9 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
         if st.generation != registry::generation() {
             return Err(libc::EOPNOTSUPP);
         }
-        st.shutdown(read, write).map_err(|e| super::io_errno(&e))?;
+        st.conduit
+            .shutdown(read, write)
+            .map_err(|e| super::io_errno(&e))?;
         Ok(0)
     })
 }

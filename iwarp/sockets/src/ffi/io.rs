@@ -6,6 +6,7 @@ use std::ffi::{c_int, c_void};
 use libc::{size_t, socklen_t, ssize_t};
 
 use super::{blocking, inside, iovecs, real, switched};
+use crate::conduit::Got;
 use crate::registry::Shared;
 
 /// Flags a switched socket's receives take; the rest (`MSG_OOB`, `MSG_ERRQUEUE`, ...) are
@@ -14,28 +15,44 @@ const RECV_FLAGS: c_int = libc::MSG_DONTWAIT
     | libc::MSG_NOSIGNAL
     | libc::MSG_PEEK
     | libc::MSG_WAITALL
+    | libc::MSG_TRUNC
     | libc::MSG_CMSG_CLOEXEC;
 const SEND_FLAGS: c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | libc::MSG_MORE | libc::MSG_EOR;
 
-/// Reads into `buf` as `recv(2)` with `flags` would.
-fn read_into(fd: c_int, s: &Shared, buf: &mut [u8], flags: c_int) -> Result<usize, i32> {
+/// Reads into `buf` as `recv(2)` with `flags` would (`MSG_WAITALL` on a stream only, as
+/// the kernel's); what it took.
+fn read_into(fd: c_int, s: &Shared, buf: &mut [u8], flags: c_int) -> Result<Got, i32> {
     if flags & !RECV_FLAGS != 0 {
         return Err(libc::EOPNOTSUPP);
     }
     let dontwait = flags & libc::MSG_DONTWAIT != 0;
     let peek = flags & libc::MSG_PEEK != 0;
-    let mut got = blocking(fd, s, dontwait, libc::POLLIN, |st| st.try_read(buf, peek))?;
-    if flags & libc::MSG_WAITALL != 0 && !peek {
-        while got < buf.len() {
-            match blocking(fd, s, dontwait, libc::POLLIN, |st| {
-                st.try_read(&mut buf[got..], false)
+    let mut got = blocking(fd, s, dontwait, libc::POLLIN, |c| c.try_read(buf, peek))?;
+    let stream = got.len == got.copied;
+    if flags & libc::MSG_WAITALL != 0 && !peek && stream && got.copied > 0 {
+        while got.copied < buf.len() {
+            let at = got.copied;
+            match blocking(fd, s, dontwait, libc::POLLIN, |c| {
+                c.try_read(&mut buf[at..], false)
             }) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got += n,
+                Ok(g) if g.copied > 0 => {
+                    got.copied += g.copied;
+                    got.len += g.len;
+                }
+                _ => break,
             }
         }
     }
     Ok(got)
+}
+
+/// What `recv` returns: the bytes taken, or with `MSG_TRUNC` a datagram's whole length.
+fn returned(got: Got, flags: c_int) -> usize {
+    if flags & libc::MSG_TRUNC != 0 {
+        got.len
+    } else {
+        got.copied
+    }
 }
 
 /// Writes `buf` as `send(2)` with `flags` would: one message of at most `MAX_SEND` bytes,
@@ -46,9 +63,9 @@ fn write_from(fd: c_int, s: &Shared, buf: &[u8], flags: c_int) -> Result<usize, 
         return Err(libc::EOPNOTSUPP);
     }
     let dontwait = flags & libc::MSG_DONTWAIT != 0;
-    let r = blocking(fd, s, dontwait, libc::POLLOUT, |st| st.try_write(buf)).and_then(|(n, wr)| {
+    let r = blocking(fd, s, dontwait, libc::POLLOUT, |c| c.try_write(buf)).and_then(|(n, wr)| {
         if !dontwait && !s.lock().nonblock {
-            blocking(fd, s, false, libc::POLLOUT, |st| match st.sent(wr) {
+            blocking(fd, s, false, libc::POLLOUT, |c| match c.sent(wr) {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(std::io::ErrorKind::WouldBlock.into()),
                 Err(e) => Err(e),
@@ -90,7 +107,7 @@ fn count(r: Result<usize, i32>) -> Result<ssize_t, i32> {
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, len: size_t) -> ssize_t {
     match switched(fd) {
-        Some(s) => inside(|| count(read_into(fd, &s, slice_mut(buf, len), 0))),
+        Some(s) => inside(|| count(read_into(fd, &s, slice_mut(buf, len), 0).map(|g| g.copied))),
         None => (real().read)(fd, buf, len),
     }
 }
@@ -110,7 +127,9 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, len: size_t) -> ss
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t {
     match switched(fd) {
-        Some(s) => inside(|| count(read_into(fd, &s, slice_mut(buf, len), flags))),
+        Some(s) => inside(|| {
+            count(read_into(fd, &s, slice_mut(buf, len), flags).map(|g| returned(g, flags)))
+        }),
         None => (real().recv)(fd, buf, len, flags),
     }
 }
@@ -140,7 +159,7 @@ pub unsafe extern "C" fn recvfrom(
         return (real().recvfrom)(fd, buf, len, flags, addr, addrlen);
     };
     inside(|| {
-        let n = read_into(fd, &s, slice_mut(buf, len), flags)?;
+        let n = returned(read_into(fd, &s, slice_mut(buf, len), flags)?, flags);
         if !addrlen.is_null() {
             *addrlen = 0;
         }
@@ -173,11 +192,11 @@ unsafe fn read_scattered(
     s: &Shared,
     iov: &[libc::iovec],
     flags: c_int,
-) -> Result<usize, i32> {
+) -> Result<Got, i32> {
     let total: usize = iov.iter().map(|e| e.iov_len).sum();
     let mut tmp = vec![0u8; total];
     let got = read_into(fd, s, &mut tmp, flags)?;
-    let mut rest = &tmp[..got];
+    let mut rest = &tmp[..got.copied];
     for e in iov {
         let k = rest.len().min(e.iov_len);
         if k > 0 {
@@ -213,7 +232,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> 
     };
     inside(|| {
         let v = iovecs(iov, usize::try_from(n).map_err(|_| libc::EINVAL)?)?;
-        count(read_scattered(fd, &s, v, 0))
+        count(read_scattered(fd, &s, v, 0).map(|g| g.copied))
     })
 }
 
@@ -241,11 +260,15 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
     inside(|| {
         let m = msg.as_mut().ok_or(libc::EFAULT)?;
         let v = iovecs(m.msg_iov, m.msg_iovlen)?;
-        let n = read_scattered(fd, &s, v, flags)?;
+        let got = read_scattered(fd, &s, v, flags)?;
         m.msg_namelen = 0;
         m.msg_controllen = 0;
-        m.msg_flags = 0;
-        count(Ok(n))
+        m.msg_flags = if got.len > got.copied {
+            libc::MSG_TRUNC
+        } else {
+            0
+        };
+        count(Ok(returned(got, flags)))
     })
 }
 

@@ -20,12 +20,12 @@ use std::cell::Cell;
 use std::ffi::{c_int, c_ulong, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use libc::{size_t, socklen_t, ssize_t};
 
+use crate::conduit::{Conduit, Switched};
 use crate::registry::{self, Shared};
-use crate::stream::Stream;
 
 type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
 type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
@@ -228,31 +228,39 @@ pub(crate) fn wait_fd(fd: c_int, events: i16, wait: Duration) -> Result<(), i32>
 /// have taken what it waits for off the socket, which then says nothing.
 const WAIT: Duration = Duration::from_millis(100);
 
-/// Runs `attempt` on `fd`'s stream until it says more than `WouldBlock`, waiting on the
-/// socket for `events` between tries (without the stream's lock), unless the descriptor is
-/// non-blocking or `dontwait`. A stream inherited over `fork` is refused (`EOPNOTSUPP`).
+/// Runs `attempt` on `fd`'s conduit until it says more than `WouldBlock`, waiting on the
+/// socket for `events` between tries (without the conduit's lock, and no longer than its
+/// timers allow), unless the descriptor is non-blocking or `dontwait`. A socket switched
+/// before a `fork` is refused in the child (`EOPNOTSUPP`).
 fn blocking<T>(
     fd: c_int,
     s: &Shared,
     dontwait: bool,
     events: i16,
-    mut attempt: impl FnMut(&mut Stream) -> std::io::Result<T>,
+    mut attempt: impl FnMut(&mut dyn Conduit) -> std::io::Result<T>,
 ) -> Result<T, i32> {
     loop {
-        let (r, nonblock, extra) = {
-            let mut st = s.lock();
+        let (r, nonblock, extra, wake) = {
+            let mut guard = s.lock();
+            let st: &mut Switched = &mut guard;
             if st.generation != registry::generation() {
                 return Err(libc::EOPNOTSUPP);
             }
+            let c = st.conduit.as_mut();
+            let r = attempt(c);
             (
-                attempt(&mut st),
+                r,
                 st.nonblock || dontwait,
-                st.also_wait_for(),
+                c.also_wait_for(),
+                c.next_wakeup(),
             )
         };
         match r {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && !nonblock => {
-                wait_fd(fd, events | extra, WAIT)?;
+                let wait = wake.map_or(WAIT, |t| {
+                    t.saturating_duration_since(Instant::now()).min(WAIT)
+                });
+                wait_fd(fd, events | extra, wait)?;
             }
             Err(e) => return Err(io_errno(&e)),
             Ok(v) => return Ok(v),

@@ -2,15 +2,16 @@
 //! socket's `SO_ERROR`.
 
 use std::ffi::{c_int, c_void};
-use std::net::TcpStream;
+use std::net::{TcpStream, UdpSocket};
 use std::os::fd::FromRawFd;
 use std::time::{Duration, Instant};
 
 use libc::{socklen_t, ssize_t};
 
 use super::{fd::watch_forks, inside, is_inside, nonblocking, poll_one, real};
+use crate::conduit::{Conduit, Switched};
 use crate::readiness::{kernel_events, Interest};
-use crate::switch::{self, Wire, DIWARP_IWARP_MODE, SOL_DIWARP};
+use crate::switch::{self, DatagramWire, Wire, DIWARP_IWARP_MODE, SOL_DIWARP};
 use crate::{epoll_table, registry};
 
 /// The switch's socket calls, on `fd` through libc.
@@ -60,25 +61,91 @@ impl Wire for Libc {
     }
 }
 
-/// Switches `fd` to an RC queue pair (`switch`); the queue pair gets a duplicate of it, so
-/// the caller's descriptor stays the socket it polls and closes.
+impl DatagramWire for Libc {
+    fn send(&mut self, d: &[u8]) -> bool {
+        // SAFETY: `d` is valid for its length.
+        let n = unsafe { (real().send)(self.0, d.as_ptr().cast(), d.len(), libc::MSG_NOSIGNAL) };
+        n == d.len() as ssize_t
+    }
+
+    fn peek(&mut self, buf: &mut [u8], until: Instant) -> Option<usize> {
+        loop {
+            let flags = libc::MSG_PEEK | libc::MSG_DONTWAIT | libc::MSG_TRUNC;
+            // SAFETY: `buf` is valid for its length.
+            let n = unsafe { (real().recv)(self.0, buf.as_mut_ptr().cast(), buf.len(), flags) };
+            if let Ok(n) = usize::try_from(n) {
+                return Some(n);
+            }
+            let left = until.checked_duration_since(Instant::now())?;
+            let mut p = libc::pollfd {
+                fd: self.0,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            poll_one(&mut p, left);
+            if Instant::now() >= until && p.revents == 0 {
+                return None;
+            }
+        }
+    }
+
+    fn discard(&mut self) {
+        let mut b = 0u8;
+        // SAFETY: one byte into a live local; the rest of the datagram is dropped.
+        unsafe { (real().recv)(self.0, (&raw mut b).cast(), 1, libc::MSG_DONTWAIT) };
+    }
+}
+
+/// Switches `fd`: a stream socket to an RC queue pair, a datagram socket to an RD queue pair
+/// (`switch`). The queue pair gets a duplicate of it, so the caller's descriptor stays the
+/// socket it polls and closes.
 fn switch_fd(fd: c_int) -> Result<(), i32> {
     if registry::get(fd).is_some() {
         return Ok(());
     }
     watch_forks();
     let nonblock = nonblocking(fd);
+    let mut ty: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: an int option into a live local.
+    let r = unsafe {
+        (real().getsockopt)(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            (&raw mut ty).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(libc::ENOTSOCK);
+    }
+    if ty != libc::SOCK_STREAM && ty != libc::SOCK_DGRAM {
+        return Err(libc::EOPNOTSUPP);
+    }
     // SAFETY: duplicates a descriptor the caller owns; the new one is ours, and an exec'd
     // program does not inherit it.
     let dup = unsafe { (real().fcntl)(fd, libc::F_DUPFD_CLOEXEC, 0) };
     if dup < 0 {
         return Err(libc::EBADF);
     }
-    // SAFETY: `dup` is a fresh descriptor owned by nobody else.
-    let stream = unsafe { TcpStream::from_raw_fd(dup) };
-    let mut s = switch::switch(stream, &mut Libc(fd)).map_err(switch::Failure::errno)?;
-    s.nonblock = nonblock;
-    registry::insert(fd, s);
+    let conduit: Box<dyn Conduit> = if ty == libc::SOCK_STREAM {
+        // SAFETY: `dup` is a fresh descriptor owned by nobody else.
+        let stream = unsafe { TcpStream::from_raw_fd(dup) };
+        Box::new(switch::switch(stream, &mut Libc(fd)).map_err(switch::Failure::errno)?)
+    } else {
+        // SAFETY: as above.
+        let sock = unsafe { UdpSocket::from_raw_fd(dup) };
+        Box::new(switch::switch_datagram(sock, &mut Libc(fd)).map_err(switch::Failure::errno)?)
+    };
+    registry::insert(
+        fd,
+        Switched {
+            nonblock,
+            generation: registry::generation(),
+            conduit,
+        },
+    );
     // Registrations made before the switch: from now on the kernel tells input only.
     for (epfd, i) in epoll_table::of(fd) {
         let mut ev = libc::epoll_event {
@@ -149,7 +216,7 @@ pub unsafe extern "C" fn getsockopt(
     }
     if level == libc::SOL_SOCKET && name == libc::SO_ERROR {
         if let Some(s) = registry::get(fd) {
-            return inside(|| put_int(value, len, s.lock().take_error()));
+            return inside(|| put_int(value, len, s.lock().conduit.take_error()));
         }
     }
     if level != SOL_DIWARP {

@@ -16,13 +16,17 @@ pub(super) fn own_stream(fd: c_int) -> Option<Shared> {
 }
 
 /// How long to wait next: until `deadline` (`None`: for ever), in slices that let the
-/// library look at its streams again, short ones while sends wait to go.
-pub(super) fn slice(deadline: Option<Instant>, pending: bool) -> c_int {
-    let cap = if pending {
+/// library look at its sockets again, short ones while sends wait to go, and none past
+/// `wake`, when a conduit's timers want it moved.
+pub(super) fn slice(deadline: Option<Instant>, pending: bool, wake: Option<Instant>) -> c_int {
+    let mut cap = if pending {
         Duration::from_millis(1)
     } else {
         WAIT
     };
+    if let Some(w) = wake {
+        cap = cap.min(w.saturating_duration_since(Instant::now()));
+    }
     let left = deadline.map_or(cap, |d| {
         d.saturating_duration_since(Instant::now()).min(cap)
     });
@@ -44,16 +48,27 @@ fn poll_mixed(
     let deadline = deadline(timeout_ms);
     let mut ask = fds.to_vec();
     loop {
-        let ready: Vec<Ready> = streams.iter().map(|(_, s)| s.lock().ready()).collect();
+        let ready: Vec<Ready> = streams
+            .iter()
+            .map(|(_, s)| s.lock().conduit.ready())
+            .collect();
         let found = streams
             .iter()
             .zip(&ready)
             .any(|((i, _), r)| poll_revents(r, fds[*i].events) != 0);
         let pending = ready.iter().any(|r| r.pending);
+        let wake = streams
+            .iter()
+            .filter_map(|(_, s)| s.lock().conduit.next_wakeup())
+            .min();
         for ((i, _), r) in streams.iter().zip(&ready) {
             ask[*i].events = libc::POLLIN | if r.pending { libc::POLLOUT } else { 0 };
         }
-        let wait = if found { 0 } else { slice(deadline, pending) };
+        let wait = if found {
+            0
+        } else {
+            slice(deadline, pending, wake)
+        };
         // SAFETY: `ask` is a valid array of its length.
         let n = unsafe { (real().poll)(ask.as_mut_ptr(), ask.len() as libc::nfds_t, wait) };
         if n < 0 {
@@ -62,7 +77,7 @@ fn poll_mixed(
         let mut count = 0;
         for (i, p) in fds.iter_mut().enumerate() {
             p.revents = match streams.iter().find(|(j, _)| *j == i) {
-                Some((_, s)) => poll_revents(&s.lock().ready(), p.events),
+                Some((_, s)) => poll_revents(&s.lock().conduit.ready(), p.events),
                 None => ask[i].revents,
             };
             count += c_int::from(p.revents != 0);
