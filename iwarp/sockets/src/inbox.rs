@@ -76,6 +76,45 @@ impl RdReceiver for Inbox {
     }
 }
 
+/// A read waiting on an empty inbox: what arrives goes straight into the reader's buffer as
+/// far as it has room (one copy less), the rest into the inbox behind it.
+pub struct Filling<'a> {
+    pub inbox: &'a mut Inbox,
+    pub target: &'a mut [u8],
+    pub filled: usize,
+}
+
+impl Filling<'_> {
+    fn push(&mut self, payload: &[u8]) {
+        let room = self.target.len() - self.filled;
+        let n = if self.inbox.is_empty() && !self.inbox.ended {
+            room.min(payload.len())
+        } else {
+            0
+        };
+        self.target[self.filled..self.filled + n].copy_from_slice(&payload[..n]);
+        self.filled += n;
+        if n == payload.len() && n > 0 {
+            self.inbox.arrivals += 1;
+        } else {
+            self.inbox.push(&payload[n..]);
+        }
+    }
+}
+
+impl RdReceiver for Filling<'_> {
+    fn early(&mut self, _: SocketAddr, payload: &[u8], _: bool) -> bool {
+        self.push(payload);
+        true
+    }
+    fn message(&mut self, _: SocketAddr, payload: &[u8]) {
+        self.push(payload);
+    }
+    fn max_message(&self) -> usize {
+        u32::MAX as usize
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +156,35 @@ mod tests {
         // Nothing after the end is taken.
         i.message(from(), b"late");
         assert!(i.is_empty());
+    }
+
+    #[test]
+    fn a_waiting_read_takes_what_fits_and_the_rest_queues_in_order() {
+        let mut i = Inbox::default();
+        let mut buf = [0u8; 5];
+        let mut f = Filling {
+            inbox: &mut i,
+            target: &mut buf,
+            filled: 0,
+        };
+        f.message(from(), b"abc");
+        f.message(from(), b"defg");
+        f.message(from(), b"hi");
+        assert_eq!(f.filled, 5);
+        assert_eq!(&buf, b"abcde");
+        let mut rest = [0u8; 8];
+        assert_eq!(i.take(&mut rest, false), 4);
+        assert_eq!(&rest[..4], b"fghi");
+        // An end of stream that comes with the bytes still counts.
+        let mut buf = [0u8; 8];
+        let mut f = Filling {
+            inbox: &mut i,
+            target: &mut buf,
+            filled: 0,
+        };
+        f.message(from(), b"xy");
+        f.message(from(), b"");
+        assert_eq!(f.filled, 2);
+        assert!(i.ended());
     }
 }

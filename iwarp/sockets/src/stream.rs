@@ -1,6 +1,6 @@
-//! A byte stream over an RC queue pair: each `write` is one Send (at most [`MAX_SEND`] bytes
-//! of it), and the bytes of arriving messages queue up for `read` in order. Message
-//! boundaries do not show, as over TCP.
+//! A byte stream over an RC queue pair: each `write` (at most [`MAX_SEND`] bytes of it) goes
+//! as Sends of one FPDU each, and the bytes of arriving messages go to a waiting `read`, or
+//! queue up for the next, in order. Message boundaries do not show, as over TCP.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use iwarp::verbs::{
 };
 
 use crate::conduit::{Conduit, Got};
-use crate::inbox::Inbox;
+use crate::inbox::{Filling, Inbox};
 use crate::readiness::Ready;
 
 /// Most bytes one `write` sends: a larger write returns a short count, as a socket's does.
@@ -77,12 +77,21 @@ impl Stream {
     /// Moves what the connection has for us: arriving messages into the inbox, waiting bytes
     /// of sends into the kernel. Whether the connection still works.
     fn progress(&mut self) -> bool {
+        self.progress_into(&mut []).0
+    }
+
+    /// As [`Stream::progress`], with what arrives going into `target` first while the inbox
+    /// is empty; also how many bytes went there.
+    fn progress_into(&mut self, target: &mut [u8]) -> (bool, usize) {
         let was_pending = self.sends.pending();
+        let mut fill = Filling {
+            inbox: &mut self.inbox,
+            target,
+            filled: 0,
+        };
         loop {
             self.sends.wcs.clear();
-            let n = self
-                .qp
-                .poll_cq_with(&mut self.inbox, &mut self.sends.wcs, 64);
+            let n = self.qp.poll_cq_with(&mut fill, &mut self.sends.wcs, 64);
             for wc in &self.sends.wcs {
                 if wc.status == WcStatus::Success {
                     self.sends.done = self.sends.done.max(wc.wr_id);
@@ -92,6 +101,7 @@ impl Stream {
                 break;
             }
         }
+        let filled = fill.filled;
         if was_pending && !self.sends.pending() {
             self.sends.drains += 1;
         }
@@ -100,7 +110,7 @@ impl Stream {
             self.end_noted = true;
             self.inbox.note_arrival();
         }
-        live
+        (live, filled)
     }
 
     /// Why a write cannot go: the connection's failure, or its end.
@@ -135,7 +145,15 @@ impl Conduit for Stream {
         if buf.is_empty() || self.shut.read {
             return Ok(nothing);
         }
-        let live = self.progress();
+        let live = if self.inbox.is_empty() && !peek {
+            let (live, n) = self.progress_into(buf);
+            if n > 0 {
+                return Ok(Got { copied: n, len: n });
+            }
+            live
+        } else {
+            self.progress()
+        };
         if !self.inbox.is_empty() {
             let n = self.inbox.take(buf, peek);
             return Ok(Got { copied: n, len: n });
@@ -152,7 +170,7 @@ impl Conduit for Stream {
         Err(io::ErrorKind::WouldBlock.into())
     }
 
-    /// Posts the first [`MAX_SEND`] bytes of `buf` at most as one message, or `WouldBlock`
+    /// Posts the first [`MAX_SEND`] bytes of `buf` at most, or `WouldBlock`
     /// while an earlier one still waits to go; returns how many. The bytes are the stream's
     /// once posted: a blocking caller then waits for [`Stream::sent`].
     fn try_write(&mut self, buf: &[u8]) -> io::Result<(usize, u64)> {
@@ -169,7 +187,13 @@ impl Conduit for Stream {
         if n == 0 {
             return Ok((0, self.sends.done));
         }
-        let wr_id = self.post(&buf[..n])?;
+        // One message per FPDU: the peer then hands each over from where it lies in its
+        // decoder, without joining segments first.
+        let seg = self.qp.settings().map_or(n, |s| s.segment_payload).max(1);
+        let mut wr_id = 0;
+        for piece in buf[..n].chunks(seg) {
+            wr_id = self.post(piece)?;
+        }
         Ok((n, wr_id))
     }
 
