@@ -3,6 +3,7 @@
 //! provider's man page.
 
 mod bench;
+mod harness;
 mod info;
 mod install;
 mod launch;

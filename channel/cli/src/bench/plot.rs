@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::paths::{checkout, python};
+use crate::harness::paths::{checkout, python};
 
 /// Draws results.png in `out`; a failure is reported, not fatal.
 pub fn draw(out: &Path) {
