@@ -7,7 +7,6 @@
 mod args;
 mod launch;
 mod plan;
-mod plot;
 mod tables;
 
 use std::collections::HashMap;
@@ -299,7 +298,7 @@ fn run_all(
     let text = tables::write(out, &cx)?;
     crate::print(&format!("{text}\n"));
     if a.plot {
-        plot::draw(out);
+        harness::plot::draw("diwarp bench", "mpi-bench-plot.py", out);
     }
     println!(
         "diwarp bench: wrote {} and {}",

@@ -6,6 +6,7 @@ pub mod build;
 pub mod csv;
 pub mod launch;
 pub mod paths;
+pub mod plot;
 
 /// "[ k/N ~M:SS left]": where the run stands after k of its N launches, and the time left at
 /// the pace so far; every harness starts its per-launch lines with it (scripts/transports.sh's

@@ -6,6 +6,8 @@
 
 mod args;
 mod footprint;
+mod numbers;
+mod report;
 mod tables;
 
 use std::collections::HashMap;
@@ -64,7 +66,7 @@ pub fn main(a: MemBenchArgs) -> ExitCode {
     let out = out.canonicalize().unwrap_or(out);
     let done = run_all(&a, &list, provider_dir.as_deref(), &out).and_then(|()| {
         let cmdline = fs::read_to_string(out.join("command.txt"))?;
-        tables::write(&out, cmdline.trim_end(), &a.transports, a.plot)
+        finish(&out, cmdline.trim_end(), &a.transports, a.plot)
     });
     match done {
         Ok(()) => ExitCode::SUCCESS,
@@ -73,6 +75,16 @@ pub fn main(a: MemBenchArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The tables (printed too) and the plot of the run in `out`.
+fn finish(out: &Path, cmdline: &str, transports: &[String], plot: bool) -> std::io::Result<()> {
+    let text = tables::write(out, cmdline, transports)?;
+    crate::print(&text);
+    if plot {
+        harness::plot::draw(WHO, "mem-bench-plot.py", out);
+    }
+    Ok(())
 }
 
 /// --tables-only: the tables of the run in --out, from its own record of what it ran.
@@ -95,7 +107,7 @@ fn tables_only(a: &MemBenchArgs) -> ExitCode {
             .filter(|t| !t.is_empty())
             .map(str::to_owned)
             .collect();
-        tables::write(&out, cmdline.trim_end(), &names, a.plot)
+        finish(&out, cmdline.trim_end(), &names, a.plot)
     });
     match done {
         Ok(()) => ExitCode::SUCCESS,
