@@ -3,10 +3,12 @@
 //! provider's man page.
 
 mod bench;
+mod harness;
 mod info;
 mod install;
 mod launch;
 mod man;
+mod mem_bench;
 mod mpiexec;
 mod procs;
 mod provider;
@@ -42,6 +44,9 @@ enum Cmd {
     /// MPI point-to-point latency and bandwidth (pt2pt.c) over diwarp and its peers side by
     /// side: interleaved runs, medians, diwarp's ratio to each peer.
     Bench(bench::BenchArgs),
+    /// Memory per rank (footprint.c) of diwarp and its peers side by side on every rank count:
+    /// interleaved runs, medians, diwarp's ratio to each peer, diwarp's ledger at finalize.
+    MemBench(mem_bench::MemBenchArgs),
     /// The transports the benchmarks compare, by name: MPI, transport, diwarp's mode and
     /// settings, tab-separated.
     Transports(transports::TransportsArgs),
@@ -68,6 +73,7 @@ fn main() -> ExitCode {
         Cmd::Info(args) => info::main(&args),
         Cmd::Install(args) => install::main(&args),
         Cmd::Bench(args) => bench::main(args),
+        Cmd::MemBench(args) => mem_bench::main(args),
         Cmd::Transports(args) => transports::main(&args),
         Cmd::Man => {
             print(&man::page());

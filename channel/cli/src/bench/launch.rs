@@ -1,11 +1,6 @@
-//! One launch of pt2pt through `diwarp run` (this same command, so the run's timeout and
-//! cleanup are run's own), and what its log says: the values, and how it ended.
+//! What the log of one pt2pt launch says: the values, and how it ended.
 
-use std::fs;
-use std::path::Path;
-use std::process::{Command, Stdio};
-
-use super::plan::RunCmd;
+use crate::harness::launch::why;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
@@ -39,32 +34,6 @@ pub struct Ending {
     pub status: Status,
     pub reason: String,
     pub skip: Option<String>,
-}
-
-/// Runs `cmd` (`diwarp run ...`) with `program` after "--", everything it prints in `log`;
-/// its exit status (128 + the signal if killed by one).
-pub fn run(cmd: &RunCmd, program: &[String], log: &Path) -> Result<i32, String> {
-    use std::os::unix::process::ExitStatusExt;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this command: {e}"))?;
-    let out = fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
-    let mut c = Command::new(exe);
-    for v in &cmd.unset {
-        c.env_remove(v);
-    }
-    c.envs(cmd.set.iter().copied())
-        .args(&cmd.args)
-        .arg("--")
-        .args(program)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    let status = c
-        .status()
-        .map_err(|e| format!("cannot start this command: {e}"))?;
-    Ok(status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
 /// pt2pt's result lines of `mode` in `log`: "mode,size,value" → (size, value as printed).
@@ -114,67 +83,9 @@ pub fn ending(rc: i32, log: &str, mode: &str, timeout: u64, run: u32) -> Ending 
     e
 }
 
-/// The line of a failed launch's log that says best why: pt2pt's own, then the innermost cause
-/// the MPI library gives, then anything that looks like an error, else the last line.
-pub fn why(log: &str) -> String {
-    let signal = |l: &str| {
-        l.match_indices("signal ").any(|(i, m)| {
-            l[i + m.len()..]
-                .bytes()
-                .next()
-                .is_some_and(|b| b.is_ascii_digit())
-        })
-    };
-    let pml_cannot = |l: &str| {
-        l.find("PML ")
-            .is_some_and(|i| l[i + 4..].contains(" cannot"))
-    };
-    let any = |l: &str, words: &[&str]| words.iter().any(|w| l.contains(w));
-    let tests: [&dyn Fn(&str) -> bool; 6] = [
-        &|l| l.contains("FAIL:"),
-        &|l| any(l, &["panicked", "Segmentation", "core dumped"]) || signal(l),
-        &|l| any(l, &["OFI call", "Function not implemented"]),
-        &|l| pml_cannot(l) || l.contains("MPI_ERR_"),
-        &|l| l.contains("Fatal error"),
-        &|l| any(l, &["Error", "error", "Abort", "diwarp run:"]),
-    ];
-    for t in tests {
-        if let Some(l) = log.lines().find(|l| t(l)) {
-            return l.to_owned();
-        }
-    }
-    log.lines().last().unwrap_or_default().to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn why_prefers_the_innermost_cause() {
-        let log = "start\nAbort(1) on node 0\nMPI_ERR_OTHER: x\nOFI call fi_send failed\nbye\n";
-        assert_eq!(why(log), "OFI call fi_send failed");
-        assert_eq!(
-            why("a\nrank 1 got signal 11\nFAIL: size 8\n"),
-            "FAIL: size 8"
-        );
-        assert_eq!(
-            why("a\nkilled by signal 9\nerror: x\n"),
-            "killed by signal 9"
-        );
-        assert_eq!(why("signal x\nlast\n"), "last");
-        assert_eq!(
-            why("the PML ob1 cannot be selected\nAbort\n"),
-            "the PML ob1 cannot be selected"
-        );
-        assert_eq!(why("PML cannot\nFatal error in X\n"), "Fatal error in X");
-        assert_eq!(
-            why("ok\ndiwarp run: TIMEOUT\nmore\n"),
-            "diwarp run: TIMEOUT"
-        );
-        assert_eq!(why("one\ntwo\n"), "two");
-        assert_eq!(why(""), "");
-    }
 
     #[test]
     fn endings() {

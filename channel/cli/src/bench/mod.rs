@@ -5,25 +5,22 @@
 //! peer. Every launch is `diwarp run` (shared memory off, ranks bound to cores 0 and 1).
 
 mod args;
-mod build;
-mod csv;
 mod launch;
-mod paths;
 mod plan;
-mod plot;
 mod tables;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::Instant;
 
 pub use args::BenchArgs;
 use launch::Status;
 
-use crate::launch::Mpi;
+use crate::harness::build::{self, Program};
+use crate::harness::{self, csv, paths, progress};
 use crate::provider;
 use crate::transports::{self, Entry};
 
@@ -34,33 +31,6 @@ fn say(msg: &str) {
 fn usage(msg: &str) -> ExitCode {
     say(msg);
     ExitCode::from(2)
-}
-
-/// "[ k/N ~M:SS left]": where the run stands after k of its N launches, and the time left at
-/// the pace so far; every harness starts its per-launch lines with it (scripts/transports.sh's
-/// progress).
-pub fn progress(k: usize, n: usize, elapsed_secs: u64) -> String {
-    let left = if k > 0 {
-        elapsed_secs * (n - k) as u64 / k as u64
-    } else {
-        0
-    };
-    let w = n.to_string().len();
-    format!("[{k:>w$}/{n} ~{}:{:02} left]", left / 60, left % 60)
-}
-
-/// The command line for results.md: the name it was called by (scripts/mpi-bench sets
-/// DIWARP_BENCH_COMMAND), then the arguments as given.
-fn cmdline() -> String {
-    let name = std::env::var("DIWARP_BENCH_COMMAND")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "diwarp bench".into());
-    let rest: Vec<String> = std::env::args()
-        .skip_while(|a| a != "bench")
-        .skip(1)
-        .collect();
-    format!("{name} {}", rest.join(" ")).trim_end().to_owned()
 }
 
 fn cores() -> usize {
@@ -92,38 +62,13 @@ fn setup(
     out: &Path,
     bindir: &Path,
 ) -> (HashMap<&'static str, String>, Option<PathBuf>) {
-    let mut fail = HashMap::new();
-    let mut built: HashMap<Mpi, Result<(), String>> = HashMap::new();
-    for t in list {
-        if built.contains_key(&t.mpi) {
-            continue;
-        }
-        let log = out.join(format!("logs/build-{}.log", t.mpi.name()));
-        let r = match build::pt2pt(t.mpi, bindir, &log) {
-            Ok(warnings) => {
-                if !warnings.is_empty() {
-                    say(&format!(
-                        "warnings building pt2pt with {}:",
-                        build::mpicc_of(t.mpi).display()
-                    ));
-                    for l in warnings.lines() {
-                        eprintln!("    {l}");
-                    }
-                }
-                Ok(())
-            }
-            Err(e) => {
-                say(&e);
-                Err(e)
-            }
-        };
-        built.insert(t.mpi, r);
-    }
-    for t in list {
-        if let Err(e) = &built[&t.mpi] {
-            fail.insert(t.name, e.clone());
-        }
-    }
+    let pt2pt = Program {
+        name: "pt2pt",
+        flags: &["-O2", "-g", "-Wall", "-Wextra"],
+    };
+    let mut fail = build::for_transports("diwarp bench", &pt2pt, list, out, |mpi| {
+        bindir.join(mpi.name()).join("pt2pt")
+    });
     let mut dir = None;
     if list.iter().any(|t| t.is_diwarp()) {
         match provider::locate(a.provider_dir.as_deref()) {
@@ -167,7 +112,10 @@ pub fn main(a: BenchArgs) -> ExitCode {
         timeout: a.timeout,
         bind: !a.no_bind && netns.is_none(),
     };
-    let out = a.out.clone().unwrap_or_else(paths::default_out);
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| paths::default_out("mpi-bench"));
     if let Err(e) = fs::create_dir_all(out.join("logs")) {
         return usage(&format!("cannot make {}: {e}", out.display()));
     }
@@ -213,13 +161,8 @@ fn run_all(
     for t in list.iter().filter(|t| !setup_fail.contains_key(t.name)) {
         let c = plan::run_cmd(t, s, provider_dir.as_deref());
         let b = plan::pt2pt_args(t, a.modes[0], s).map_or(Vec::new(), |x| x.0);
-        let mut cmd = Command::new(std::env::current_exe()?);
-        for v in &c.unset {
-            cmd.env_remove(v);
-        }
-        let o = cmd
-            .envs(c.set.iter().copied())
-            .args(&c.args)
+        let o = c
+            .command()?
             .args(["--dry-run", "--", &pt2pt(t)])
             .args(&b)
             .output()?;
@@ -278,7 +221,7 @@ fn run_all(
                     let mut program = vec![pt2pt(t)];
                     program.extend(b.iter().cloned());
                     let t0 = Instant::now();
-                    let rc = launch::run(&c, &program, &log).unwrap_or_else(|e| {
+                    let rc = harness::launch::run(&c, &program, &log).unwrap_or_else(|e| {
                         say(&e);
                         127
                     });
@@ -341,7 +284,7 @@ fn run_all(
         cores(),
         proc_text("/proc/sys/kernel/osrelease")
     );
-    let cmdline = cmdline();
+    let cmdline = harness::cmdline("bench");
     let cx = tables::Context {
         cmdline: &cmdline,
         nruns: a.runs,
@@ -355,7 +298,7 @@ fn run_all(
     let text = tables::write(out, &cx)?;
     crate::print(&format!("{text}\n"));
     if a.plot {
-        plot::draw(out);
+        harness::plot::draw("diwarp bench", "mpi-bench-plot.py", out);
     }
     println!(
         "diwarp bench: wrote {} and {}",
@@ -367,17 +310,4 @@ fn run_all(
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::progress;
-
-    #[test]
-    fn progress_lines_match_the_shell_harnesses() {
-        assert_eq!(progress(0, 12, 0), "[ 0/12 ~0:00 left]");
-        assert_eq!(progress(3, 12, 30), "[ 3/12 ~1:30 left]");
-        assert_eq!(progress(12, 12, 500), "[12/12 ~0:00 left]");
-        assert_eq!(progress(1, 5, 61), "[1/5 ~4:04 left]");
-    }
 }

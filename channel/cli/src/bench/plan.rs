@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
+use crate::harness::launch::{self, RunCmd};
 use crate::launch::{Mpi, Transport};
-use crate::transports::{Entry, OWNED};
+use crate::transports::Entry;
 
 use super::args::PtMode;
 
@@ -77,38 +78,9 @@ pub fn pt2pt_args(t: &Entry, mode: PtMode, s: &Settings) -> Option<(Vec<String>,
     Some((a, max))
 }
 
-/// The launch of transport `t`: the variables to clear and to set, and `diwarp run`'s
-/// arguments up to the program (which the caller appends after "--").
-pub struct RunCmd {
-    pub unset: Vec<&'static str>,
-    pub set: Vec<(&'static str, &'static str)>,
-    pub args: Vec<String>,
-}
-
+/// The launch of transport `t` on 2 ranks, bound to cores unless `s` says not to.
 pub fn run_cmd(t: &Entry, s: &Settings, provider_dir: Option<&Path>) -> RunCmd {
-    let mut c = RunCmd {
-        unset: Vec::new(),
-        set: Vec::new(),
-        args: vec![
-            "run".into(),
-            "--mpi".into(),
-            t.mpi.name().into(),
-            "--transport".into(),
-            t.wrapper.name().into(),
-            "-n".into(),
-            "2".into(),
-            "--timeout".into(),
-            s.timeout.to_string(),
-        ],
-    };
-    if t.is_diwarp() {
-        c.unset.extend(OWNED);
-        c.set.extend(t.settings.iter().copied());
-        if let Some(d) = provider_dir {
-            c.args.push("--provider-dir".into());
-            c.args.push(d.display().to_string());
-        }
-    }
+    let mut c = launch::run_cmd(t, 2, s.timeout, provider_dir);
     if s.bind {
         let launcher: &[&str] = if t.mpi == Mpi::Mpich {
             &["-bind-to", "core"]
@@ -124,7 +96,7 @@ pub fn run_cmd(t: &Entry, s: &Settings, provider_dir: Option<&Path>) -> RunCmd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transports::find;
+    use crate::transports::{find, OWNED};
 
     fn settings() -> Settings {
         Settings {
@@ -194,8 +166,9 @@ mod tests {
             Some(Path::new("/p")),
         );
         assert_eq!(c.unset, OWNED);
+        let set: Vec<(&str, &str)> = c.set.iter().map(|(k, v)| (&k[..], &v[..])).collect();
         assert_eq!(
-            c.set,
+            set,
             [("FI_DIWARP_MODE", "hybrid"), ("FI_DIWARP_RC_MAX", "4")]
         );
         assert_eq!(

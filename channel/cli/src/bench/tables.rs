@@ -8,8 +8,8 @@ use std::io;
 use std::path::Path;
 
 use super::args::PtMode;
-use super::csv;
 use super::plan::ladder;
+use crate::harness::csv;
 
 /// What the tables say about the run as a whole.
 pub struct Context<'a> {

@@ -1,5 +1,5 @@
-//! Where the benchmark finds the checkout's files (pt2pt.c, the venvs, the plot script) and
-//! where it writes (the target directory).
+//! Where the benchmarks find the checkout's files (the C programs, the venvs, the plot scripts)
+//! and where they write (the target directory).
 
 use std::path::PathBuf;
 
@@ -17,8 +17,8 @@ pub fn target() -> PathBuf {
     }
 }
 
-/// `<target>/mpi-bench/<date-time>`, local time as `date` gives it.
-pub fn default_out() -> PathBuf {
+/// `<target>/<harness>/<date-time>`, local time as `date` gives it.
+pub fn default_out(harness: &str) -> PathBuf {
     let stamp = std::process::Command::new("date")
         .arg("+%Y%m%d-%H%M%S")
         .output()
@@ -32,7 +32,7 @@ pub fn default_out() -> PathBuf {
                 .unwrap_or(0);
             secs.to_string()
         });
-    target().join("mpi-bench").join(stamp)
+    target().join(harness).join(stamp)
 }
 
 /// The checkout venv's python (scripts/setup makes it).

@@ -1,4 +1,4 @@
-//! The little CSV the benchmark writes and reads back: comma-separated, a field in double
+//! The little CSV the benchmarks write and read back: comma-separated, a field in double
 //! quotes when it may hold commas (the reasons), "" for a quote inside one.
 
 /// `s` as a quoted field; its double quotes become single ones, as the shell harness wrote
