@@ -9,6 +9,8 @@ import subprocess
 import tempfile
 import unittest
 
+from harness import build_diwarp, run_clean
+
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -16,20 +18,12 @@ SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 class Bench(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        r = subprocess.run([os.path.join(HERE, "scripts/build-provider")], capture_output=True,
-                           text=True, timeout=1800)
-        if r.returncode != 0:
-            raise AssertionError(f"scripts/build-provider failed:\n{r.stderr[-3000:]}")
-        cls.diwarp = os.path.join(r.stdout.strip(), "..", "diwarp")
+        cls.diwarp = build_diwarp()
         cls.out = tempfile.mkdtemp(prefix="diwarp-bench-")
-        # A name's settings are the table's, whatever the caller's shell holds.
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("FI_DIWARP_", "MPIRUN_DIWARP_"))}
-        cls.result = subprocess.run(
+        cls.result = run_clean(
             [cls.diwarp, "bench", "--runs", "1", "--modes", "latency,bw", "--sizes", "1:1K",
              "--iters", "50", "--warmup", "5", "--transports", "mpich-diwarp,mpich-tcp",
-             "--timeout", "60", "--out", cls.out],
-            capture_output=True, text=True, timeout=300, env=env)
+             "--timeout", "60", "--out", cls.out])
 
     @classmethod
     def tearDownClass(cls):

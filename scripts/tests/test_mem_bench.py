@@ -9,6 +9,8 @@ import subprocess
 import tempfile
 import unittest
 
+from harness import build_diwarp, run_clean
+
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLES = ["Anonymous after traffic", "User + kernel after traffic", "MPI + transport after traffic",
           "Anonymous grown by the traffic", "VmRSS after traffic", "Pss after traffic", "VmHWM"]
@@ -17,19 +19,11 @@ TABLES = ["Anonymous after traffic", "User + kernel after traffic", "MPI + trans
 class MemBench(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        r = subprocess.run([os.path.join(HERE, "scripts/build-provider")], capture_output=True,
-                           text=True, timeout=1800)
-        if r.returncode != 0:
-            raise AssertionError(f"scripts/build-provider failed:\n{r.stderr[-3000:]}")
-        cls.diwarp = os.path.join(r.stdout.strip(), "..", "diwarp")
+        cls.diwarp = build_diwarp()
         cls.out = tempfile.mkdtemp(prefix="diwarp-mem-bench-")
-        # A name's settings are the table's, whatever the caller's shell holds.
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("FI_DIWARP_", "MPIRUN_DIWARP_"))}
-        cls.result = subprocess.run(
+        cls.result = run_clean(
             [cls.diwarp, "mem-bench", "--runs", "1", "--ranks", "2", "--rounds", "1",
-             "--transports", "mpich-diwarp,mpich-tcp", "--timeout", "60", "--out", cls.out],
-            capture_output=True, text=True, timeout=300, env=env)
+             "--transports", "mpich-diwarp,mpich-tcp", "--timeout", "60", "--out", cls.out])
 
     @classmethod
     def tearDownClass(cls):

@@ -36,27 +36,21 @@ class Sockets(unittest.TestCase):
         if r.returncode != 0:
             raise AssertionError(f"cargo build failed:\n{r.stderr}")
         cls.tmp = tempfile.mkdtemp(prefix="diwarp-sockets-")
-        cls.echo = os.path.join(cls.tmp, "sockets-echo")
+        cls.echo = cls.build_c("echo")
+        cls.calls = cls.build_c("calls")
+        cls.dgram = cls.build_c("dgram")
+
+    @classmethod
+    def build_c(cls, name):
+        """Builds iwarp/sockets/tests/c/NAME.c; returns the program's path."""
+        prog = os.path.join(cls.tmp, f"sockets-{name}")
         r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror",
-                            "-I", os.path.join(HERE, "iwarp/sockets/include"), "-o", cls.echo,
-                            os.path.join(HERE, "iwarp/sockets/tests/c/echo.c")],
+                            "-I", os.path.join(HERE, "iwarp/sockets/include"), "-o", prog,
+                            os.path.join(HERE, f"iwarp/sockets/tests/c/{name}.c")],
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
-            raise AssertionError(f"echo.c does not build:\n{r.stderr}")
-        cls.calls = os.path.join(cls.tmp, "sockets-calls")
-        r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror",
-                            "-I", os.path.join(HERE, "iwarp/sockets/include"), "-o", cls.calls,
-                            os.path.join(HERE, "iwarp/sockets/tests/c/calls.c")],
-                           capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise AssertionError(f"calls.c does not build:\n{r.stderr}")
-        cls.dgram = os.path.join(cls.tmp, "sockets-dgram")
-        r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror",
-                            "-I", os.path.join(HERE, "iwarp/sockets/include"), "-o", cls.dgram,
-                            os.path.join(HERE, "iwarp/sockets/tests/c/dgram.c")],
-                           capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise AssertionError(f"dgram.c does not build:\n{r.stderr}")
+            raise AssertionError(f"{name}.c does not build:\n{r.stderr}")
+        return prog
 
     def env(self, preload):
         e = dict(os.environ, DIWARP_SWITCH_TIMEOUT_MS="1500")

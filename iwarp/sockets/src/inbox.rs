@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 
 use iwarp::verbs::RdReceiver;
 
-/// Arriving messages become one queue of bytes; an empty message is the peer's end of stream
+/// Arriving messages (through [`Filling`]) become one queue of bytes; an empty message is
+/// the peer's end of stream
 /// (`shutdown(SHUT_WR)`), which a byte stream cannot otherwise say while the connection stays
 /// up for the other direction.
 #[derive(Default)]
@@ -63,19 +64,6 @@ impl Inbox {
     }
 }
 
-impl RdReceiver for Inbox {
-    fn early(&mut self, _: SocketAddr, payload: &[u8], _: bool) -> bool {
-        self.push(payload);
-        true
-    }
-    fn message(&mut self, _: SocketAddr, payload: &[u8]) {
-        self.push(payload);
-    }
-    fn max_message(&self) -> usize {
-        u32::MAX as usize
-    }
-}
-
 /// A read waiting on an empty inbox: what arrives goes straight into the reader's buffer as
 /// far as it has room (one copy less), the rest into the inbox behind it.
 pub struct Filling<'a> {
@@ -123,11 +111,20 @@ mod tests {
         "127.0.0.1:1".parse().unwrap()
     }
 
+    /// What arrives while no read waits.
+    fn queued(i: &mut Inbox) -> Filling<'_> {
+        Filling {
+            inbox: i,
+            target: &mut [],
+            filled: 0,
+        }
+    }
+
     #[test]
     fn messages_read_as_one_stream_in_order_whatever_the_read_sizes() {
         let mut i = Inbox::default();
-        i.message(from(), b"hello ");
-        i.early(from(), b"world", true);
+        queued(&mut i).message(from(), b"hello ");
+        queued(&mut i).early(from(), b"world", true);
         let mut got = Vec::new();
         let mut buf = [0u8; 4];
         loop {
@@ -145,16 +142,16 @@ mod tests {
     #[test]
     fn a_peek_leaves_the_bytes_and_an_empty_message_ends_the_stream() {
         let mut i = Inbox::default();
-        i.message(from(), b"abc");
+        queued(&mut i).message(from(), b"abc");
         let mut buf = [0u8; 8];
         assert_eq!(i.take(&mut buf, true), 3);
         assert_eq!(i.len(), 3);
-        i.message(from(), b"");
+        queued(&mut i).message(from(), b"");
         assert!(i.ended());
         assert_eq!(i.take(&mut buf, false), 3);
         assert_eq!(&buf[..3], b"abc");
         // Nothing after the end is taken.
-        i.message(from(), b"late");
+        queued(&mut i).message(from(), b"late");
         assert!(i.is_empty());
     }
 

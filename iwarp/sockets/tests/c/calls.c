@@ -36,15 +36,9 @@
 #include "diwarp_sockets.h"
 
 static const char *role;
+#define PROGRAM "sockets-calls"
+#include "check.h"
 
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "sockets-calls %s: line %d: %s failed (errno %d: %s)\n", role,     \
-                    __LINE__, #cond, errno, strerror(errno));                                  \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 static uint8_t pattern(size_t i, unsigned seed) { return (uint8_t)(i * 131 + seed * 17 + (i >> 11)); }
 

@@ -24,15 +24,9 @@
 #include "diwarp_sockets.h"
 
 static const char *role;
+#define PROGRAM "sockets-dgram"
+#include "check.h"
 
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "sockets-dgram %s: line %d: %s failed (errno %d: %s)\n", role,     \
-                    __LINE__, #cond, errno, strerror(errno));                                  \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 static const size_t sizes[] = {1, 100, 1472, 9000, 65507, 200000, 1 << 20};
 enum { NSIZES = sizeof sizes / sizeof *sizes, BURST = 2000, MAX = 1 << 20 };
