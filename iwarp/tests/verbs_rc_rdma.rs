@@ -546,7 +546,10 @@ fn a_deregistered_region_is_out_of_reach() {
         post_buf(&mut p.a, 3, vec![0; 8]);
         p.wait_broken();
         let flushed = p.wait_a(2);
-        assert_eq!((flushed[1].wr_id, flushed[1].status), (3, WcStatus::FlushError));
+        assert_eq!(
+            (flushed[1].wr_id, flushed[1].status),
+            (3, WcStatus::FlushError)
+        );
         assert!(
             matches!(p.b.last_error(), Some(VerbsError::Protocol(w)) if w.contains("unknown STag")),
             "{:?}",

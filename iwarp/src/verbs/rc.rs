@@ -10,18 +10,30 @@
 //! Receiving: the socket is read straight into the [`FpduDecoder`]'s buffer, and each segment's
 //! payload is copied to its MO in the receive buffer at the head of the receive queue. A message
 //! that does not fit completes with `LocalLengthError` when its last segment arrives; its other
-//! segments are read and dropped so the stream stays in step. With no receive posted the socket
-//! is not read: TCP flow control then holds the sender back (and a peer's close is only noticed
-//! once a receive is posted or a send fails).
+//! segments are read and dropped so the stream stays in step. With no receive posted (and no
+//! RDMA under way, below) the socket is not read: TCP flow control then holds the sender back
+//! (and a peer's close is only noticed once a receive is posted or a send fails).
 //! In receiver mode (`QueuePair::poll_cq_with`) no receives are posted: each message is lent to
 //! the receiver where it lies in the decoder's buffer when one FPDU carried it, and joined in a
 //! buffer first otherwise; one longer than the receiver takes breaks the connection. A long
 //! message the receiver knows where to put is read from the socket straight there
 //! ([`in_place`](super::in_place)).
 //!
+//! RDMA (RFC 5040 §4, RFC 5041): an RDMA Write is tagged segments (STag and TO of the peer's
+//! region) encoded into the send buffer; it completes as a send does and is silent at the
+//! target. An RDMA Read is one Read Request on queue 1 (its own MSN); the responder encodes the
+//! whole Read Response into its send buffer, behind whatever is queued, when the request is
+//! decoded, and the requester completes its oldest read when the last response segment is
+//! placed. Tagged segments and requests are handled as they are decoded, in stream order, in
+//! both receive modes, so a Send that follows a Write finds its data in place. With posted
+//! receives and none posted, the socket is still read while memory is registered or a read
+//! is in flight: the first Send segment that finds no receive is kept aside and stops the
+//! reading until one is posted, so Sends still hold the peer back through TCP.
+//!
 //! Any decoding, CRC, marker or sequencing error, a reset or an end of stream breaks the
 //! connection (RFC 5044 §8): the socket is shut down and everything outstanding completes in
-//! error. No Terminate message is sent.
+//! error. So does an RDMA segment the registrations do not allow. No Terminate message is
+//! sent.
 //!
 //! Not enforced: RFC 5044 §7.1.2 lets the responder send only after the initiator's first FPDU,
 //! and RFC 6581's ready-to-receive message is not offered (IRD/ORD go out as 0/0 without the
@@ -165,7 +177,7 @@ impl TxBuffer {
 enum Addr {
     /// A Send: MSN per message, MO = offset.
     Untagged { opcode: Opcode, msn: u32 },
-    /// An RDMA Write or Read Response: TO = `to` + offset.
+    /// An RDMA Write: TO = `to` + offset.
     Tagged { opcode: Opcode, stag: u32, to: u64 },
 }
 
