@@ -210,6 +210,8 @@ fn write_read_back(markers: bool, crc: bool, mode: Mode) {
     assert!(p.wb.is_empty(), "{:?}", p.wb);
     assert!(p.rb.got.is_empty() && p.ra.got.is_empty());
     assert_eq!((p.a.state(), p.b.state()), (QpState::Rts, QpState::Rts));
+    // The 4 MiB Read Response's send buffer is given back once it drained.
+    assert!(p.b.memory_bytes() < 2 * MIB, "{}", p.b.memory_bytes());
 }
 
 #[test]
@@ -331,13 +333,17 @@ fn random_writes_and_reads_match_a_model() {
         rng ^= rng << 17;
         (rng % n as u64) as usize
     };
-    for (markers, crc, mode) in [
-        (false, false, Mode::Posted),
-        (true, true, Mode::Lending),
-        (false, true, Mode::Lending),
+    // Small socket buffers too: writes and Read Responses then wait in the send buffers,
+    // both ways at once.
+    for (markers, crc, mode, socket_buffer) in [
+        (false, false, Mode::Posted, None),
+        (true, true, Mode::Lending, None),
+        (false, true, Mode::Lending, Some(32 * 1024)),
+        (true, false, Mode::Posted, Some(32 * 1024)),
     ] {
         let c = QpConfig {
             max_ulpdu: 1000 + next(3000),
+            socket_buffer,
             ..cfg(markers, crc)
         };
         let mut p = Pair::new(c, mode);
@@ -406,6 +412,41 @@ fn random_writes_and_reads_match_a_model() {
             }
         }
     }
+}
+
+/// With posted receives and none posted, a Send that arrives waits for one, and so does
+/// everything behind it: the RDMA Write after it is placed only once the Send is received.
+#[test]
+fn a_send_without_a_receive_holds_up_what_follows() {
+    let mut p = Pair::new(QpConfig::default(), Mode::Posted);
+    let region = Arc::new(VecRegion::new(100));
+    let stag = p.b.register(region.clone(), Access::ALL).unwrap();
+    write(&mut p.a, 1, b"before", stag, 0);
+    p.a.post_send(abc_send(2, None)).unwrap();
+    write(&mut p.a, 3, b"after", stag, 50);
+    assert_eq!(p.wait_a(3).len(), 3);
+    let start = Instant::now();
+    while region.to_vec()[..6] != *b"before" {
+        p.poll();
+        assert!(start.elapsed() < DEADLINE);
+    }
+    for _ in 0..100 {
+        p.poll();
+    }
+    assert_eq!(region.to_vec()[50..55], [0; 5]);
+    assert!(p.wb.is_empty());
+    post_buf(&mut p.b, 7, vec![0; 8]);
+    let start = Instant::now();
+    while p.wb.is_empty() {
+        p.poll();
+        assert!(start.elapsed() < DEADLINE);
+    }
+    assert_eq!((p.wb[0].wr_id, p.wb[0].data()), (7, &b"abc"[..]));
+    while region.to_vec()[50..55] != *b"after" {
+        p.poll();
+        assert!(start.elapsed() < DEADLINE);
+    }
+    assert_eq!((p.a.state(), p.b.state()), (QpState::Rts, QpState::Rts));
 }
 
 // ---- violations: each breaks the connection, with error completions on both sides ----
