@@ -322,6 +322,7 @@ fn exchange(a: &mut RdQp, b: &mut RdQp, n: u64, depth: usize, size_of: fn(u64) -
                         let buf = wc.buf.unwrap();
                         qp.post_recv(RecvWr { wr_id: seq, buf }).unwrap();
                     }
+                    WcOpcode::RdmaWrite | WcOpcode::RdmaRead => panic!("RD has no RDMA: {wc:?}"),
                 }
             }
         }

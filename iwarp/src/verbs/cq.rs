@@ -58,23 +58,33 @@ impl WorkQueues {
 
     /// A send WR was handed to the kernel whole.
     pub(crate) fn send_done(&mut self, wr_id: u64, len: usize, signaled: bool) {
+        self.sq_done(WcOpcode::Send, wr_id, len, signaled);
+    }
+
+    /// A send WR ended in error; errors complete even when unsignaled.
+    pub(crate) fn send_failed(&mut self, wr_id: u64, len: usize, status: WcStatus) {
+        self.sq_failed(WcOpcode::Send, wr_id, len, status);
+    }
+
+    /// A send-queue WR of any kind (Send, RDMA Write, RDMA Read) succeeded.
+    pub(crate) fn sq_done(&mut self, opcode: WcOpcode, wr_id: u64, len: usize, signaled: bool) {
         if signaled {
-            self.push_send(wr_id, len, WcStatus::Success);
+            self.push_send(opcode, wr_id, len, WcStatus::Success);
         } else {
             self.send_slots -= 1;
         }
     }
 
-    /// A send WR ended in error; errors complete even when unsignaled.
-    pub(crate) fn send_failed(&mut self, wr_id: u64, len: usize, status: WcStatus) {
-        self.push_send(wr_id, len, status);
+    /// A send-queue WR of any kind ended in error.
+    pub(crate) fn sq_failed(&mut self, opcode: WcOpcode, wr_id: u64, len: usize, status: WcStatus) {
+        self.push_send(opcode, wr_id, len, status);
     }
 
-    fn push_send(&mut self, wr_id: u64, byte_len: usize, status: WcStatus) {
+    fn push_send(&mut self, opcode: WcOpcode, wr_id: u64, byte_len: usize, status: WcStatus) {
         self.cq.push_back(WorkCompletion {
             wr_id,
             status,
-            opcode: WcOpcode::Send,
+            opcode,
             byte_len,
             src: None,
             solicited: false,
@@ -153,7 +163,7 @@ impl WorkQueues {
         }
         for wc in self.cq.drain(..n) {
             match wc.opcode {
-                WcOpcode::Send => self.send_slots -= 1,
+                WcOpcode::Send | WcOpcode::RdmaWrite | WcOpcode::RdmaRead => self.send_slots -= 1,
                 WcOpcode::Recv => self.recv_cqes -= 1,
             }
             out.push(wc);

@@ -26,6 +26,7 @@ pub(super) enum Start {
     /// The message is being read in place.
     Taken(InPlace),
     /// It will not be: the receiver said no, or the message is not one FPDU long enough.
+    /// (The front being another kind of segment is `NotYet`: the Send comes after it.)
     /// Nothing more that arrives of it changes that.
     Declined,
     /// Too little of it is here to tell.
@@ -56,16 +57,20 @@ impl InPlace {
         let Some((ulpdu_len, so_far)) = decoder.partial() else {
             return Ok(Start::NotYet);
         };
-        // The rest only shrinks as bytes come.
-        if ulpdu_len - so_far.len() < MIN_REST {
-            return Ok(Start::Declined);
-        }
         // Whatever is wrong with the segment is found when the decoder hands it out whole.
         let Ok((seg, here)) = SegmentRepr::parse(so_far) else {
             return Ok(Start::NotYet);
         };
+        // RDMA Writes, Read Requests and Read Responses go through the decoder to their
+        // regions. Declining here would mark Send `msn`, which comes after them, as declined.
+        if !matches!(seg.opcode, Opcode::Send | Opcode::SendSolicited) {
+            return Ok(Start::NotYet);
+        }
+        // The rest only shrinks as bytes come.
+        if ulpdu_len - so_far.len() < MIN_REST {
+            return Ok(Start::Declined);
+        }
         let whole_send = seg.last
-            && matches!(seg.opcode, Opcode::Send | Opcode::SendSolicited)
             && matches!(seg.placement, Placement::Untagged { qn: 0, msn: m, mo: 0, .. } if m == msn);
         let len = ulpdu_len.saturating_sub(UNTAGGED_HEADER_LEN);
         let head_len = len.min(SEGMENT_HEAD);

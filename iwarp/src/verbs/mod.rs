@@ -34,6 +34,7 @@ pub mod fault;
 mod in_place;
 mod io;
 mod link;
+mod mr;
 mod qp;
 mod rc;
 mod rc_setup;
@@ -50,6 +51,7 @@ pub use ah::AddressHandle;
 pub use bytes::Bytes;
 pub use error::VerbsError;
 pub use fault::{FaultConfig, FaultStats, FAULTS_ENV};
+pub use mr::{Access, Region, Stag, VecRegion, MAX_REGIONS};
 pub use qp::{QueuePair, RcQp, RdQp, UdQp};
 pub use rc::RcSettings;
 pub use rc_setup::RcSetup;
@@ -154,7 +156,8 @@ impl Default for QpConfig {
     }
 }
 
-/// Send flavours. Invalidate and RDMA operations are refused until memory registration exists.
+/// Send flavours. RDMA Write and Read have their own work requests ([`RdmaWriteWr`],
+/// [`RdmaReadWr`], RC only); Send with Invalidate is not offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SendOpcode {
     /// RDMAP Send.
@@ -220,11 +223,49 @@ pub struct RecvWr {
     pub buf: Vec<u8>,
 }
 
+/// An RDMA Write work request (RC): `data` goes into the peer's region `remote_stag` at
+/// `remote_offset`. The data is only borrowed, as for [`SendWr`]. The peer sees no completion.
+#[derive(Debug, Clone, Copy)]
+pub struct RdmaWriteWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    pub data: &'a [u8],
+    /// A region the peer registered with `remote_write`.
+    pub remote_stag: Stag,
+    /// Zero-based offset into that region.
+    pub remote_offset: u64,
+    /// Produce a completion on success (errors always complete).
+    pub signaled: bool,
+}
+
+/// An RDMA Read work request (RC): `len` bytes of the peer's region `remote_stag` from
+/// `remote_offset` land in this queue pair's region `local_stag` from `local_offset`. Always
+/// completes, with `byte_len` = `len`.
+#[derive(Debug, Clone, Copy)]
+pub struct RdmaReadWr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// A region registered on this queue pair with `local_write`.
+    pub local_stag: Stag,
+    /// Zero-based offset into it.
+    pub local_offset: u64,
+    /// Bytes to read, below 4 GiB.
+    pub len: usize,
+    /// A region the peer registered with `remote_read`.
+    pub remote_stag: Stag,
+    /// Zero-based offset into that region.
+    pub remote_offset: u64,
+}
+
 /// What a completion completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WcOpcode {
     Send,
     Recv,
+    /// An RDMA Write (RC), complete once its last byte is in the kernel.
+    RdmaWrite,
+    /// An RDMA Read (RC), complete once its data is in the local region.
+    RdmaRead,
 }
 
 /// How a work request ended.

@@ -10,18 +10,30 @@
 //! Receiving: the socket is read straight into the [`FpduDecoder`]'s buffer, and each segment's
 //! payload is copied to its MO in the receive buffer at the head of the receive queue. A message
 //! that does not fit completes with `LocalLengthError` when its last segment arrives; its other
-//! segments are read and dropped so the stream stays in step. With no receive posted the socket
-//! is not read: TCP flow control then holds the sender back (and a peer's close is only noticed
-//! once a receive is posted or a send fails).
+//! segments are read and dropped so the stream stays in step. With no receive posted (and no
+//! RDMA under way, below) the socket is not read: TCP flow control then holds the sender back
+//! (and a peer's close is only noticed once a receive is posted or a send fails).
 //! In receiver mode (`QueuePair::poll_cq_with`) no receives are posted: each message is lent to
 //! the receiver where it lies in the decoder's buffer when one FPDU carried it, and joined in a
 //! buffer first otherwise; one longer than the receiver takes breaks the connection. A long
 //! message the receiver knows where to put is read from the socket straight there
 //! ([`in_place`](super::in_place)).
 //!
+//! RDMA (RFC 5040 §4, RFC 5041): an RDMA Write is tagged segments (STag and TO of the peer's
+//! region) encoded into the send buffer; it completes as a send does and is silent at the
+//! target. An RDMA Read is one Read Request on queue 1 (its own MSN); the responder encodes the
+//! whole Read Response into its send buffer, behind whatever is queued, when the request is
+//! decoded, and the requester completes its oldest read when the last response segment is
+//! placed. Tagged segments and requests are handled as they are decoded, in stream order, in
+//! both receive modes, so a Send that follows a Write finds its data in place. With posted
+//! receives and none posted, the socket is still read while memory is registered or a read
+//! is in flight: the first Send segment that finds no receive is kept aside and stops the
+//! reading until one is posted, so Sends still hold the peer back through TCP.
+//!
 //! Any decoding, CRC, marker or sequencing error, a reset or an end of stream breaks the
 //! connection (RFC 5044 §8): the socket is shut down and everything outstanding completes in
-//! error. No Terminate message is sent.
+//! error. So does an RDMA segment the registrations do not allow. No Terminate message is
+//! sent.
 //!
 //! Not enforced: RFC 5044 §7.1.2 lets the responder send only after the initiator's first FPDU,
 //! and RFC 6581's ready-to-receive message is not offered (IRD/ORD go out as 0/0 without the
@@ -37,11 +49,14 @@ use nix::errno::Errno;
 use super::cq::WorkQueues;
 use super::in_place::{InPlace, Start};
 use super::io;
+use super::mr::{Fault, MrTable, Use};
 use super::startup::Established;
-use super::{RdReceiver, SendOpcode, SendWr, VerbsError, WcStatus};
+use super::{
+    RdReceiver, RdmaReadWr, RdmaWriteWr, SendOpcode, SendWr, VerbsError, WcOpcode, WcStatus,
+};
 use crate::wire::ddp::{Placement, UNTAGGED_HEADER_LEN};
 use crate::wire::mpa::{FpduDecoder, FpduSender, Frame, MAX_ULPDU_MARKERS};
-use crate::wire::rdmap::{Opcode, SegmentRepr};
+use crate::wire::rdmap::{Opcode, ReadRequestRepr, SegmentRepr, QUEUE_READ_REQUEST};
 
 /// FPDUs gathered into one `sendmsg` (four iovecs each, well under IOV_MAX).
 const BATCH: usize = 64;
@@ -93,6 +108,27 @@ struct PendingSend {
     wr_id: u64,
     len: usize,
     signaled: bool,
+    /// Send or RdmaWrite.
+    opcode: WcOpcode,
+}
+
+/// An RDMA Read whose Read Request went out and whose data has not all come back.
+struct PendingRead {
+    wr_id: u64,
+    sink_stag: u32,
+    sink_to: u64,
+    len: usize,
+    received: usize,
+}
+
+/// RDMA state beside the Send stream: queue 1's MSNs and the reads in flight, oldest first
+/// (the peer answers Read Requests in order, so responses come back in order).
+struct Rdma {
+    tx_read_msn: u32,
+    rx_read_msn: u32,
+    reads: VecDeque<PendingRead>,
+    /// Source bytes of the Read Response segment being encoded.
+    scratch: Vec<u8>,
 }
 
 /// Bytes for the kernel that it has not taken yet, oldest first.
@@ -136,13 +172,21 @@ impl TxBuffer {
     }
 }
 
+/// How the segments of a message are addressed.
+#[derive(Clone, Copy)]
+enum Addr {
+    /// A Send: MSN per message, MO = offset.
+    Untagged { opcode: Opcode, msn: u32 },
+    /// An RDMA Write: TO = `to` + offset.
+    Tagged { opcode: Opcode, stag: u32, to: u64 },
+}
+
 /// The segments of one message.
 struct Segments<'a> {
     data: &'a [u8],
     off: usize,
     max: usize,
-    opcode: Opcode,
-    msn: u32,
+    addr: Addr,
     done: bool,
 }
 
@@ -155,8 +199,16 @@ impl<'a> Iterator for Segments<'a> {
         }
         let end = self.data.len().min(self.off + self.max);
         let last = end == self.data.len();
-        // Messages are limited to u32::MAX bytes, so the offset fits MO.
-        let seg = SegmentRepr::untagged(self.opcode, last, 0, self.msn, self.off as u32);
+        let seg = match self.addr {
+            // Messages are limited to u32::MAX bytes, so the offset fits MO.
+            Addr::Untagged { opcode, msn } => {
+                SegmentRepr::untagged(opcode, last, 0, msn, self.off as u32)
+            }
+            // The poster checked that the last TO does not wrap.
+            Addr::Tagged { opcode, stag, to } => {
+                SegmentRepr::tagged(opcode, last, stag, to + self.off as u64)
+            }
+        };
         let payload = &self.data[self.off..end];
         self.off = end;
         self.done = last;
@@ -181,6 +233,10 @@ pub(crate) struct RcPath {
     in_place: Option<InPlace>,
     declined: Option<u32>,
     tx: TxBuffer,
+    /// Posted receives: the first segment of a Send that came with no receive posted. It
+    /// waits here (and nothing after it is read) until one is.
+    held: Option<Vec<u8>>,
+    rdma: Rdma,
     /// Why the connection broke, for the queue pair to pick up.
     failure: Option<VerbsError>,
 }
@@ -226,6 +282,13 @@ impl RcPath {
             in_place: None,
             declined: None,
             tx: TxBuffer::default(),
+            held: None,
+            rdma: Rdma {
+                tx_read_msn: 1,
+                rx_read_msn: 1,
+                reads: VecDeque::new(),
+                scratch: Vec::new(),
+            },
             failure: None,
         })
     }
@@ -248,7 +311,11 @@ impl RcPath {
 
     /// Bytes of buffer storage held (send backlog, decoder, a message being joined).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.tx.buf.capacity() + self.decoder.capacity() + self.assembly.capacity()
+        self.tx.buf.capacity()
+            + self.decoder.capacity()
+            + self.assembly.capacity()
+            + self.held.as_ref().map_or(0, Vec::capacity)
+            + self.rdma.scratch.capacity()
     }
 
     pub(crate) fn take_failure(&mut self) -> Option<VerbsError> {
@@ -275,8 +342,10 @@ impl RcPath {
             data: wr.data,
             off: 0,
             max: self.settings.segment_payload,
-            opcode,
-            msn: self.tx_msn,
+            addr: Addr::Untagged {
+                opcode,
+                msn: self.tx_msn,
+            },
             done: false,
         };
         self.tx_msn = self.tx_msn.wrapping_add(1);
@@ -286,6 +355,7 @@ impl RcPath {
             wr_id: wr.wr_id,
             len: wr.data.len(),
             signaled: wr.signaled,
+            opcode: WcOpcode::Send,
         };
         let result = if !self.tx.is_empty() || self.sender.markers() {
             self.send_buffered(q, segs, pending)
@@ -334,8 +404,93 @@ impl RcPath {
             wr_id: wr.wr_id,
             len,
             signaled: wr.signaled,
+            opcode: WcOpcode::Send,
         });
         if let Err(e) = self.send_one(q, seg, &[prefix, wr.data]) {
+            self.fail(q, Some(e));
+        }
+        Ok(())
+    }
+
+    /// Posts an RDMA Write: tagged segments through the send buffer (the copying path; the
+    /// zero-copy one frames untagged headers only). The caller checked the queue pair's state.
+    pub(crate) fn post_rdma_write(
+        &mut self,
+        q: &mut WorkQueues,
+        wr: &RdmaWriteWr<'_>,
+    ) -> Result<(), VerbsError> {
+        if wr.remote_offset.checked_add(wr.data.len() as u64).is_none() {
+            return Err(VerbsError::InvalidArgument(
+                "remote_offset + data length wraps".into(),
+            ));
+        }
+        q.reserve_send()?;
+        let segs = Segments {
+            data: wr.data,
+            off: 0,
+            max: self.settings.segment_payload,
+            addr: Addr::Tagged {
+                opcode: Opcode::RdmaWrite,
+                stag: wr.remote_stag.raw(),
+                to: wr.remote_offset,
+            },
+            done: false,
+        };
+        let pending = PendingSend {
+            end: u64::MAX,
+            wr_id: wr.wr_id,
+            len: wr.data.len(),
+            signaled: wr.signaled,
+            opcode: WcOpcode::RdmaWrite,
+        };
+        if let Err(e) = self.send_buffered(q, segs, pending) {
+            self.fail(q, Some(e));
+        }
+        Ok(())
+    }
+
+    /// Posts an RDMA Read: one Read Request on queue 1. It completes when the last Read
+    /// Response segment is placed. The caller checked the state and the local region.
+    pub(crate) fn post_rdma_read(
+        &mut self,
+        q: &mut WorkQueues,
+        wr: &RdmaReadWr,
+    ) -> Result<(), VerbsError> {
+        let len = u32::try_from(wr.len).map_err(|_| VerbsError::MessageTooLarge {
+            len: wr.len,
+            max: u32::MAX as usize,
+        })?;
+        if wr.remote_offset.checked_add(wr.len as u64).is_none() {
+            return Err(VerbsError::InvalidArgument(
+                "remote_offset + len wraps".into(),
+            ));
+        }
+        q.reserve_send()?;
+        let req = ReadRequestRepr {
+            sink_stag: wr.local_stag.raw(),
+            sink_to: wr.local_offset,
+            len,
+            src_stag: wr.remote_stag.raw(),
+            src_to: wr.remote_offset,
+        };
+        let seg = SegmentRepr::untagged(
+            Opcode::ReadRequest,
+            true,
+            QUEUE_READ_REQUEST,
+            self.rdma.tx_read_msn,
+            0,
+        );
+        self.rdma.tx_read_msn = self.rdma.tx_read_msn.wrapping_add(1);
+        self.rdma.reads.push_back(PendingRead {
+            wr_id: wr.wr_id,
+            sink_stag: req.sink_stag,
+            sink_to: req.sink_to,
+            len: wr.len,
+            received: 0,
+        });
+        let result = encode_read_request(&mut self.sender, &mut self.tx, seg, &req)
+            .and_then(|()| self.flush(q).map(|_| ()));
+        if let Err(e) = result {
             self.fail(q, Some(e));
         }
         Ok(())
@@ -379,7 +534,7 @@ impl RcPath {
         };
         if written == total {
             if let Some(p) = self.tx.pending.pop_back() {
-                q.send_done(p.wr_id, p.len, p.signaled);
+                q.sq_done(p.opcode, p.wr_id, p.len, p.signaled);
             }
             return Ok(());
         }
@@ -420,7 +575,7 @@ impl RcPath {
             }
             if n == 0 {
                 if let Some(p) = self.tx.pending.pop_back() {
-                    q.send_done(p.wr_id, p.len, p.signaled);
+                    q.sq_done(p.opcode, p.wr_id, p.len, p.signaled);
                 }
                 return Ok(());
             }
@@ -516,7 +671,7 @@ impl RcPath {
             if p.end > tx.written {
                 break;
             }
-            q.send_done(p.wr_id, p.len, p.signaled);
+            q.sq_done(p.opcode, p.wr_id, p.len, p.signaled);
             tx.pending.pop_front();
         }
         if tx.pos == tx.buf.len() {
@@ -537,15 +692,29 @@ impl RcPath {
 
     /// Writes queued sends, then reads and places whatever the posted receives can take, or
     /// (receiver mode, `lend`) hands every message that arrived to the receiver.
-    pub(crate) fn progress(&mut self, q: &mut WorkQueues, lend: Option<&mut dyn RdReceiver>) {
+    pub(crate) fn progress(
+        &mut self,
+        q: &mut WorkQueues,
+        lend: Option<&mut dyn RdReceiver>,
+        mrs: &MrTable,
+    ) {
         let result = if self.tx.unsent() > 0 {
             self.flush(q).map(|_| ())
         } else {
             Ok(())
         };
+        let queued = self.tx.queued;
         let result = result.and_then(|()| match lend {
-            Some(recv) => self.receive_lending(recv),
-            None => self.receive(q),
+            Some(recv) => self.receive_lending(recv, q, mrs),
+            None => self.receive(q, mrs),
+        });
+        // Read Responses were queued while receiving: start them on their way now.
+        let result = result.and_then(|()| {
+            if self.tx.queued != queued {
+                self.flush(q).map(|_| ())
+            } else {
+                Ok(())
+            }
         });
         if let Err(e) = result {
             self.fail(q, Some(e));
@@ -556,21 +725,26 @@ impl RcPath {
     /// [`RdReceiver::message`], in order, where it lies in the decoder's buffer when one FPDU
     /// carried it (joined first otherwise), or reads it in place. The peer's address is the TCP
     /// one; the owner that knows the peer by another name wraps `recv`.
-    fn receive_lending(&mut self, recv: &mut dyn RdReceiver) -> Result<(), VerbsError> {
+    fn receive_lending(
+        &mut self,
+        recv: &mut dyn RdReceiver,
+        q: &mut WorkQueues,
+        mrs: &MrTable,
+    ) -> Result<(), VerbsError> {
         for _ in 0..READS_PER_POLL {
             if let Some(ip) = &mut self.in_place {
                 if !ip.read(&mut self.stream, &mut self.decoder, self.peer, recv)? {
                     return Ok(());
                 }
             }
-            self.lend_decoded(recv)?;
+            self.lend_decoded(recv, q, mrs)?;
             if self.reading_in_place() {
                 continue;
             }
             match self.read_more()? {
                 None => return Ok(()),
                 Some(n) if n < READ_CHUNK => {
-                    self.lend_decoded(recv)?;
+                    self.lend_decoded(recv, q, mrs)?;
                     if !self.reading_in_place() {
                         return Ok(());
                     }
@@ -578,7 +752,7 @@ impl RcPath {
                 Some(_) => {}
             }
         }
-        self.lend_decoded(recv)
+        self.lend_decoded(recv, q, mrs)
     }
 
     fn reading_in_place(&self) -> bool {
@@ -598,7 +772,12 @@ impl RcPath {
         }
     }
 
-    fn lend_decoded(&mut self, recv: &mut dyn RdReceiver) -> Result<(), VerbsError> {
+    fn lend_decoded(
+        &mut self,
+        recv: &mut dyn RdReceiver,
+        q: &mut WorkQueues,
+        mrs: &MrTable,
+    ) -> Result<(), VerbsError> {
         if let Some(ip) = &self.in_place {
             if !ip.finish(&mut self.decoder, self.peer, recv)? {
                 return Ok(());
@@ -608,6 +787,14 @@ impl RcPath {
         }
         while let Some(ulpdu) = self.decoder.next_ulpdu()? {
             let (seg, payload) = SegmentRepr::parse(ulpdu)?;
+            let out = Out {
+                sender: &mut self.sender,
+                tx: &mut self.tx,
+                max: self.settings.segment_payload,
+            };
+            if rdma_segment(&seg, payload, &mut self.rdma, mrs, q, out)? {
+                continue;
+            }
             let mo = check_untagged_send(&seg, self.rx_msn)?;
             if mo as usize != self.assembly.len() {
                 return Err(VerbsError::Protocol("MO out of sequence"));
@@ -640,10 +827,10 @@ impl RcPath {
         Ok(())
     }
 
-    fn receive(&mut self, q: &mut WorkQueues) -> Result<(), VerbsError> {
+    fn receive(&mut self, q: &mut WorkQueues, mrs: &MrTable) -> Result<(), VerbsError> {
         for _ in 0..READS_PER_POLL {
-            self.place_decoded(q)?;
-            if self.rx.is_none() && q.rq.is_empty() {
+            self.place_decoded(q, mrs)?;
+            if !self.wants_segments(q, mrs) {
                 return Ok(());
             }
             let Some(n) = self.read_more()? else {
@@ -651,19 +838,48 @@ impl RcPath {
             };
             if n < READ_CHUNK {
                 // The socket is most likely empty: skip the read that would say so.
-                return self.place_decoded(q);
+                return self.place_decoded(q, mrs);
             }
         }
-        self.place_decoded(q)
+        self.place_decoded(q, mrs)
     }
 
-    /// Places decoded segments while some receive can take them.
-    fn place_decoded(&mut self, q: &mut WorkQueues) -> Result<(), VerbsError> {
-        while self.rx.is_some() || !q.rq.is_empty() {
-            let Some(ulpdu) = self.decoder.next_ulpdu()? else {
+    /// Whether reading on could lead anywhere: not while a Send waits for a receive; with
+    /// none posted, only when the peer may send RDMA traffic (some memory is registered, or
+    /// reads are in flight). Otherwise the socket stays unread and TCP holds the peer back.
+    fn wants_segments(&self, q: &WorkQueues, mrs: &MrTable) -> bool {
+        self.held.is_none()
+            && (self.rx.is_some()
+                || !q.rq.is_empty()
+                || !mrs.is_empty()
+                || !self.rdma.reads.is_empty())
+    }
+
+    /// Handles decoded segments: RDMA ones always, Sends while some receive can take them.
+    fn place_decoded(&mut self, q: &mut WorkQueues, mrs: &MrTable) -> Result<(), VerbsError> {
+        if let Some(held) = self.held.take() {
+            if self.rx.is_none() && q.rq.is_empty() {
+                self.held = Some(held);
                 return Ok(());
+            }
+            let (seg, payload) = SegmentRepr::parse(&held)?;
+            place(&seg, payload, &mut self.rx, &mut self.rx_msn, q)?;
+        }
+        while let Some(ulpdu) = self.decoder.next_ulpdu()? {
+            let (seg, payload) = SegmentRepr::parse(ulpdu)?;
+            let out = Out {
+                sender: &mut self.sender,
+                tx: &mut self.tx,
+                max: self.settings.segment_payload,
             };
-            place(ulpdu, &mut self.rx, &mut self.rx_msn, q)?;
+            if rdma_segment(&seg, payload, &mut self.rdma, mrs, q, out)? {
+                continue;
+            }
+            if self.rx.is_none() && q.rq.is_empty() {
+                self.held = Some(ulpdu.to_vec());
+                return Ok(());
+            }
+            place(&seg, payload, &mut self.rx, &mut self.rx_msn, q)?;
         }
         Ok(())
     }
@@ -678,10 +894,18 @@ impl RcPath {
             }
         }
         q.flush_recvs();
+        self.held = None;
+        // Every Read Request may have reached the peer; only the oldest can have been
+        // partly answered.
+        let mut status = WcStatus::TransportError;
+        for r in self.rdma.reads.drain(..) {
+            q.sq_failed(WcOpcode::RdmaRead, r.wr_id, r.received, status);
+            status = WcStatus::FlushError;
+        }
         // Only the oldest queued send can have been partly on the wire.
         let mut status = WcStatus::TransportError;
         for p in self.tx.pending.drain(..) {
-            q.send_failed(p.wr_id, p.len, status);
+            q.sq_failed(p.opcode, p.wr_id, p.len, status);
             status = WcStatus::FlushError;
         }
         self.tx.buf = Vec::new();
@@ -695,9 +919,7 @@ impl RcPath {
 /// A segment's MO, if it is an untagged Send segment of message `rx_msn` on queue 0.
 fn check_untagged_send(seg: &SegmentRepr, rx_msn: u32) -> Result<u32, VerbsError> {
     let Placement::Untagged { qn, msn, mo, .. } = seg.placement else {
-        return Err(VerbsError::Protocol(
-            "tagged segment, but no memory is registered",
-        ));
+        return Err(VerbsError::Protocol("tagged segment where a Send belongs"));
     };
     if !matches!(seg.opcode, Opcode::Send | Opcode::SendSolicited) {
         return Err(VerbsError::Protocol("RDMAP opcode other than Send"));
@@ -714,13 +936,13 @@ fn check_untagged_send(seg: &SegmentRepr, rx_msn: u32) -> Result<u32, VerbsError
 /// Checks one received segment against the stream's state and copies its payload into the
 /// receive at the head of the queue.
 fn place(
-    ulpdu: &[u8],
+    seg: &SegmentRepr,
+    payload: &[u8],
     rx: &mut Option<RxProgress>,
     rx_msn: &mut u32,
     q: &mut WorkQueues,
 ) -> Result<(), VerbsError> {
-    let (seg, payload) = SegmentRepr::parse(ulpdu)?;
-    let mo = check_untagged_send(&seg, *rx_msn)?;
+    let mo = check_untagged_send(seg, *rx_msn)?;
     let progress = match rx {
         Some(p) => p,
         None => rx.insert(RxProgress {
@@ -757,4 +979,172 @@ fn place(
         }
     }
     Ok(())
+}
+
+/// Where Read Responses are encoded: the send path's framing and buffer.
+struct Out<'a> {
+    sender: &'a mut FpduSender,
+    tx: &'a mut TxBuffer,
+    /// Payload bytes per segment.
+    max: usize,
+}
+
+impl Out<'_> {
+    /// Appends one FPDU to the send buffer, after everything already queued.
+    fn encode(&mut self, seg: SegmentRepr, payload: &[u8]) -> Result<(), VerbsError> {
+        let mut header = [0u8; UNTAGGED_HEADER_LEN];
+        let hl = seg.emit(&mut header)?;
+        let before = self.tx.buf.len();
+        self.sender
+            .encode(&[&header[..hl], payload], &mut self.tx.buf)?;
+        self.tx.queued += (self.tx.buf.len() - before) as u64;
+        Ok(())
+    }
+}
+
+fn encode_read_request(
+    sender: &mut FpduSender,
+    tx: &mut TxBuffer,
+    seg: SegmentRepr,
+    req: &ReadRequestRepr,
+) -> Result<(), VerbsError> {
+    let mut payload = [0u8; ReadRequestRepr::LEN];
+    req.emit(&mut payload)?;
+    // The request is tiny: its segment size does not matter.
+    Out { sender, tx, max: 0 }.encode(seg, &payload)
+}
+
+/// Handles a segment that is not part of a Send: places an RDMA Write, answers a Read
+/// Request, places a Read Response. Returns false, touching nothing, for anything else (the
+/// Send path judges it).
+fn rdma_segment(
+    seg: &SegmentRepr,
+    payload: &[u8],
+    rdma: &mut Rdma,
+    mrs: &MrTable,
+    q: &mut WorkQueues,
+    mut out: Out<'_>,
+) -> Result<bool, VerbsError> {
+    match (seg.opcode, seg.placement) {
+        (Opcode::RdmaWrite, Placement::Tagged { stag, offset }) => {
+            let (region, at) = mrs
+                .lookup(stag, offset, payload.len(), Use::RemoteWrite)
+                .map_err(|f| {
+                    VerbsError::Protocol(match f {
+                        Fault::UnknownStag => "RDMA Write to an unknown STag",
+                        Fault::Access => "RDMA Write to a region without remote write access",
+                        Fault::Bounds => "RDMA Write beyond the region's bounds",
+                    })
+                })?;
+            region.write_at(at, payload);
+            Ok(true)
+        }
+        (Opcode::ReadResponse, Placement::Tagged { stag, offset }) => {
+            let Some(read) = rdma.reads.front_mut() else {
+                return Err(VerbsError::Protocol(
+                    "Read Response with no RDMA Read outstanding",
+                ));
+            };
+            // TCP keeps the responder's segments in order: each continues where the last
+            // ended, in the sink the request named.
+            if stag != read.sink_stag
+                || Some(offset) != read.sink_to.checked_add(read.received as u64)
+            {
+                return Err(VerbsError::Protocol(
+                    "Read Response not where the oldest RDMA Read's data goes next",
+                ));
+            }
+            if payload.len() > read.len - read.received {
+                return Err(VerbsError::Protocol(
+                    "Read Response longer than the RDMA Read",
+                ));
+            }
+            let (region, at) = mrs
+                .lookup(stag, offset, payload.len(), Use::LocalWrite)
+                .map_err(|f| {
+                    VerbsError::Protocol(match f {
+                        Fault::UnknownStag => "Read Response to an STag no longer registered",
+                        Fault::Access => "Read Response to a region without local write access",
+                        Fault::Bounds => "Read Response beyond the region's bounds",
+                    })
+                })?;
+            region.write_at(at, payload);
+            read.received += payload.len();
+            if seg.last {
+                if read.received != read.len {
+                    return Err(VerbsError::Protocol(
+                        "Read Response shorter than the RDMA Read",
+                    ));
+                }
+                let (wr_id, len) = (read.wr_id, read.len);
+                rdma.reads.pop_front();
+                q.sq_done(WcOpcode::RdmaRead, wr_id, len, true);
+            }
+            Ok(true)
+        }
+        (Opcode::ReadRequest, Placement::Untagged { qn, msn, mo, .. }) => {
+            if qn != QUEUE_READ_REQUEST {
+                return Err(VerbsError::Protocol("Read Request on a queue other than 1"));
+            }
+            if msn != rdma.rx_read_msn {
+                return Err(VerbsError::Protocol("Read Request MSN out of sequence"));
+            }
+            if mo != 0 || !seg.last {
+                return Err(VerbsError::Protocol(
+                    "Read Request in more than one segment",
+                ));
+            }
+            let (req, rest) = ReadRequestRepr::parse(payload)?;
+            if !rest.is_empty() {
+                return Err(VerbsError::Protocol("Read Request longer than its header"));
+            }
+            rdma.rx_read_msn = rdma.rx_read_msn.wrapping_add(1);
+            respond(&req, rdma, mrs, &mut out)?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Queues the Read Response to `req` on the send path, whole: tagged segments into the
+/// requester's sink, read from the source region segment by segment.
+fn respond(
+    req: &ReadRequestRepr,
+    rdma: &mut Rdma,
+    mrs: &MrTable,
+    out: &mut Out<'_>,
+) -> Result<(), VerbsError> {
+    let len = req.len as usize;
+    let (region, at) = mrs
+        .lookup(req.src_stag, req.src_to, len, Use::RemoteRead)
+        .map_err(|f| {
+            VerbsError::Protocol(match f {
+                Fault::UnknownStag => "RDMA Read of an unknown STag",
+                Fault::Access => "RDMA Read of a region without remote read access",
+                Fault::Bounds => "RDMA Read beyond the region's bounds",
+            })
+        })?;
+    if req.sink_to.checked_add(len as u64).is_none() {
+        return Err(VerbsError::Protocol("RDMA Read sink offset wraps"));
+    }
+    let max = out.max.max(1);
+    rdma.scratch.resize(len.min(max), 0);
+    let mut off = 0;
+    loop {
+        let n = (len - off).min(max);
+        let last = off + n == len;
+        let chunk = &mut rdma.scratch[..n];
+        region.read_at(at + off, chunk);
+        let seg = SegmentRepr::tagged(
+            Opcode::ReadResponse,
+            last,
+            req.sink_stag,
+            req.sink_to + off as u64,
+        );
+        out.encode(seg, chunk)?;
+        off += n;
+        if last {
+            return Ok(());
+        }
+    }
 }

@@ -2,16 +2,19 @@
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
 use std::time::Instant;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use socket2::SockRef;
 
+use super::super::mr::{Access, Fault, MrTable, Region, Stag, Use};
 use super::super::rc::{RcPath, RcSettings};
 use super::super::rc_setup::RcSetup;
 use super::super::startup::{self, Established};
 use super::super::{
-    QpConfig, QpState, QpType, RdReceiver, SendWr, SendWrOwned, VerbsError, WorkCompletion,
+    QpConfig, QpState, QpType, RdReceiver, RdmaReadWr, RdmaWriteWr, SendWr, SendWrOwned,
+    VerbsError, WorkCompletion,
 };
 use super::common::QpCore;
 use super::{post_joined, QueuePair};
@@ -23,6 +26,8 @@ use super::{post_joined, QueuePair};
 pub struct RcQp {
     pub(super) core: QpCore,
     path: Option<Box<RcPath>>,
+    /// Regions the peer's RDMA Writes and Reads, and this side's Read Responses, reach.
+    mrs: MrTable,
 }
 
 impl std::fmt::Debug for RcQp {
@@ -42,6 +47,7 @@ impl RcQp {
         Ok(RcQp {
             core: QpCore::new(config),
             path: None,
+            mrs: MrTable::default(),
         })
     }
 
@@ -172,6 +178,80 @@ impl RcQp {
         self.path.as_ref().map(|rc| rc.settings())
     }
 
+    /// Registers `region` with this queue pair (in any state, so that its STag can travel in
+    /// the MPA private data). The STag is this queue pair's only: the peer names the region
+    /// with it in RDMA Writes and Reads, this side in its own RDMA Reads (`local_stag`).
+    ///
+    /// The queue pair keeps the region until it is deregistered or the queue pair dropped.
+    /// While registered the peer may write it at any time this queue pair is polled.
+    pub fn register(
+        &mut self,
+        region: Arc<dyn Region>,
+        access: Access,
+    ) -> Result<Stag, VerbsError> {
+        self.mrs.register(region, access)
+    }
+
+    /// Forgets a registration: later segments naming `stag` break the connection, an RDMA
+    /// Read still placing into it included. `InvalidArgument` if it is not registered.
+    pub fn deregister(&mut self, stag: Stag) -> Result<(), VerbsError> {
+        self.mrs.deregister(stag)
+    }
+
+    /// Posts an RDMA Write: `wr.data` goes to the peer's region as tagged DDP segments. It
+    /// completes (`WcOpcode::RdmaWrite`) once its last byte is in the kernel, like a send;
+    /// the peer gets no completion, and a Send posted after it is received after its data is
+    /// in place. A peer that refuses it (unknown STag, no `remote_write`, out of bounds)
+    /// breaks the connection.
+    ///
+    /// Refused (nothing posted) with `InvalidState` outside RTS, `QueueFull`, or
+    /// `InvalidArgument` when `remote_offset` + the length wraps.
+    pub fn post_rdma_write(&mut self, wr: RdmaWriteWr<'_>) -> Result<(), VerbsError> {
+        self.core.require("post_rdma_write", QpState::Rts)?;
+        let r = match &mut self.path {
+            Some(rc) => rc.post_rdma_write(&mut self.core.queues, &wr),
+            None => return Err(self.core.invalid_state("post_rdma_write")),
+        };
+        self.check_failure();
+        r
+    }
+
+    /// Posts an RDMA Read: a Read Request goes out, and the peer's Read Response is placed
+    /// into the local region as it arrives (from [`QueuePair::poll_cq`] or
+    /// [`QueuePair::poll_cq_with`]). Reads complete (`WcOpcode::RdmaRead`, always signaled)
+    /// in the order posted, each once all its data is in place; sends posted after a read
+    /// may complete before it. A peer that refuses it breaks the connection.
+    ///
+    /// Refused (nothing posted) with `InvalidState` outside RTS, `QueueFull`,
+    /// `MessageTooLarge` (4 GiB or more), or `InvalidArgument` when the local region is not
+    /// registered, lacks `local_write`, is too short, or an offset + `len` wraps.
+    pub fn post_rdma_read(&mut self, wr: RdmaReadWr) -> Result<(), VerbsError> {
+        self.core.require("post_rdma_read", QpState::Rts)?;
+        self.mrs
+            .lookup(
+                wr.local_stag.raw(),
+                wr.local_offset,
+                wr.len,
+                Use::LocalWrite,
+            )
+            .map_err(|f| {
+                VerbsError::InvalidArgument(
+                    match f {
+                        Fault::UnknownStag => "local_stag is not registered",
+                        Fault::Access => "the local region lacks local_write access",
+                        Fault::Bounds => "local_offset + len is beyond the local region",
+                    }
+                    .into(),
+                )
+            })?;
+        let r = match &mut self.path {
+            Some(rc) => rc.post_rdma_read(&mut self.core.queues, &wr),
+            None => return Err(self.core.invalid_state("post_rdma_read")),
+        };
+        self.check_failure();
+        r
+    }
+
     fn poll(
         &mut self,
         out: &mut Vec<WorkCompletion>,
@@ -180,7 +260,7 @@ impl RcQp {
     ) -> Result<usize, VerbsError> {
         if self.core.wants_progress(max) {
             if let Some(rc) = &mut self.path {
-                rc.progress(&mut self.core.queues, recv);
+                rc.progress(&mut self.core.queues, recv, &self.mrs);
                 self.check_failure();
             }
         }

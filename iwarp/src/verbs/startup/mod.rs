@@ -32,8 +32,9 @@ pub struct Established {
     pub leftover: Vec<u8>,
 }
 
-/// RFC 6581 IRD/ORD for a side that does not serve RDMA Reads and needs no ready-to-receive
-/// message.
+/// RFC 6581 IRD/ORD: 0/0 and no ready-to-receive message. RC queue pairs serve and issue
+/// RDMA Reads without negotiating limits (a responder's backlog is bounded by the requester's
+/// send queue), so the fields stay as they were before reads existed.
 pub(crate) fn ird_ord() -> IrdOrd {
     IrdOrd {
         ird: 0,
