@@ -41,12 +41,13 @@ class Sockets(unittest.TestCase):
         cls.dgram = cls.build_c("dgram")
 
     @classmethod
-    def build_c(cls, name):
-        """Builds iwarp/sockets/tests/c/NAME.c; returns the program's path."""
+    def build_c(cls, name, where="tests", link=()):
+        """Builds iwarp/sockets/WHERE/c/NAME.c; returns the program's path."""
         prog = os.path.join(cls.tmp, f"sockets-{name}")
+        src = os.path.join(HERE, f"iwarp/sockets/{where}/c")
         r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror",
-                            "-I", os.path.join(HERE, "iwarp/sockets/include"), "-o", prog,
-                            os.path.join(HERE, f"iwarp/sockets/tests/c/{name}.c")],
+                            "-I", os.path.join(HERE, "iwarp/sockets/include"), "-I", src,
+                            "-o", prog, os.path.join(src, f"{name}.c"), *link],
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise AssertionError(f"{name}.c does not build:\n{r.stderr}")
@@ -319,6 +320,69 @@ class Sockets(unittest.TestCase):
         code, out, err = res
         self.assertEqual(code, 0, f"{out}\n{err}")
         self.assertIn(f"OK switched={switched}", out, f"{out}\n{err}")
+
+    def test_the_extension_examples_check_every_byte(self):
+        """examples/c: posted sends and receives, RDMA Write, RDMA Read (linked against the
+        library, which then stands before libc without LD_PRELOAD)."""
+        lib = os.path.dirname(LIB)
+        for name in ("async", "rdma_write", "rdma_read"):
+            prog = self.build_c(name, "examples", ["-L", lib, "-ldiwarp_sockets",
+                                                   f"-Wl,-rpath,{lib}"])
+            port = free_port()
+            server = subprocess.Popen([prog, "server", str(port)], env=self.env(False),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                self.assertEqual(server.stdout.readline().strip(), "listening")
+                c = subprocess.run([prog, "client", str(port)], env=self.env(False),
+                                   capture_output=True, text=True, timeout=60)
+                s_out, s_err = server.communicate(timeout=60)
+            finally:
+                server.kill()
+            self.assertEqual(c.returncode, 0, f"{name} client: {c.stdout}{c.stderr}")
+            self.assertEqual(server.returncode, 0, f"{name} server: {s_out}{s_err}")
+            self.assertIn(f"{name} client: OK", c.stdout)
+            self.assertIn(f"{name} server: OK", s_out)
+
+    def test_an_rdma_write_capture_decodes_as_rdmap_write_read_request_and_response(self):
+        if shutil.which("tshark") is None:
+            self.skipTest("no tshark")
+        lib = os.path.dirname(LIB)
+        progs = {n: self.build_c(n, "examples", ["-L", lib, "-ldiwarp_sockets",
+                                                 f"-Wl,-rpath,{lib}"])
+                 for n in ("rdma_write", "rdma_read")}
+        cap = os.path.join(self.tmp, "rdma.pcap")
+        tshark = subprocess.Popen(["tshark", "-i", "lo", "-f", "tcp", "-B", "64", "-w", cap, "-q"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ports = []
+        try:
+            for _ in range(300):
+                if os.path.exists(cap) and os.path.getsize(cap) > 0:
+                    break
+                time.sleep(0.1)
+            else:
+                self.skipTest("tshark cannot capture on lo")
+            time.sleep(0.5)
+            for prog in progs.values():
+                port = free_port()
+                ports.append(port)
+                server = subprocess.Popen([prog, "server", str(port)], env=self.env(False),
+                                          stdout=subprocess.PIPE, text=True)
+                server.stdout.readline()
+                subprocess.run([prog, "client", str(port)], env=self.env(False),
+                               capture_output=True, timeout=60)
+                server.wait(timeout=60)
+            time.sleep(0.5)
+        finally:
+            tshark.send_signal(2)
+            tshark.wait(timeout=30)
+        flt = " || ".join(f"tcp.port=={p}" for p in ports)
+        text = subprocess.run(["tshark", "-r", cap, "--disable-protocol", "rpcordma", "-Y",
+                               f"({flt}) && iwarp_rdma", "-T", "fields", "-e",
+                               "iwarp_rdma.opcode"], capture_output=True, text=True,
+                              timeout=120).stdout.split()
+        ops = {int(x, 0) for f in text for x in f.split(",")}
+        # RDMAP opcodes: 0 Write, 1 Read Request, 2 Read Response, 3 Send.
+        self.assertTrue({0, 1, 2, 3} <= ops, f"opcodes seen: {sorted(ops)}")
 
 
 if __name__ == "__main__":

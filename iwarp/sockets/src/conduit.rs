@@ -39,6 +39,10 @@ pub trait Conduit: Send {
     fn readable_bytes(&mut self) -> usize;
     /// Poll events a blocked call waits for besides its own (sends that wait to go).
     fn also_wait_for(&self) -> i16;
+    /// The RC byte stream, whose queue pair offers the extensions (`extensions`).
+    fn as_stream(&mut self) -> Option<&mut crate::stream::Stream> {
+        None
+    }
     /// When the conduit's timers next want it moved (retransmissions, acknowledgements),
     /// whatever the socket says.
     fn next_wakeup(&self) -> Option<Instant> {

@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 
 use iwarp::verbs::RdReceiver;
 
+use crate::extensions::Extensions;
+
 /// Arriving messages (through [`Filling`]) become one queue of bytes; an empty message is
 /// the peer's end of stream
 /// (`shutdown(SHUT_WR)`), which a byte stream cannot otherwise say while the connection stays
@@ -70,10 +72,19 @@ pub struct Filling<'a> {
     pub inbox: &'a mut Inbox,
     pub target: &'a mut [u8],
     pub filled: usize,
+    /// In message mode arriving messages are the program's posted receives'.
+    pub ext: Option<&'a mut Extensions>,
 }
 
 impl Filling<'_> {
     fn push(&mut self, payload: &[u8]) {
+        if let Some(ext) = self.ext.as_deref_mut().filter(|e| e.message_mode) {
+            if !payload.is_empty() {
+                ext.deliver(payload);
+                self.inbox.arrivals += 1;
+                return;
+            }
+        }
         let room = self.target.len() - self.filled;
         let n = if self.inbox.is_empty() && !self.inbox.ended {
             room.min(payload.len())
@@ -117,6 +128,7 @@ mod tests {
             inbox: i,
             target: &mut [],
             filled: 0,
+            ext: None,
         }
     }
 
@@ -163,6 +175,7 @@ mod tests {
             inbox: &mut i,
             target: &mut buf,
             filled: 0,
+            ext: None,
         };
         f.message(from(), b"abc");
         f.message(from(), b"defg");
@@ -178,6 +191,7 @@ mod tests {
             inbox: &mut i,
             target: &mut buf,
             filled: 0,
+            ext: None,
         };
         f.message(from(), b"xy");
         f.message(from(), b"");

@@ -10,6 +10,7 @@
 //!   RC queue pair's messages, or `datagram`, messages over an RD queue pair.
 //! - `inbox`: the bytes that came and wait for reads; `readiness`: what `poll` and `epoll`
 //!   say of a switched socket.
+//! - `extensions`: posted sends and receives, RDMA Write and Read, completions.
 //! - `registry`: which descriptors are switched; `epoll_table`: the program's epoll
 //!   registrations.
 //! - `ffi`: the overloaded calls, and the only `unsafe` code.
@@ -17,6 +18,7 @@
 pub mod conduit;
 pub mod datagram;
 pub mod epoll_table;
+pub mod extensions;
 mod ffi;
 pub mod inbox;
 pub mod readiness;

@@ -3,13 +3,16 @@
 //! queue up for the next, in order. Message boundaries do not show, as over TCP.
 
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iwarp::verbs::{
-    QpState, QueuePair, RcQp, SendOpcode, SendWr, VerbsError, WcStatus, WorkCompletion,
+    Access, QpState, QueuePair, RcQp, RdmaReadWr, RdmaWriteWr, Region, SendOpcode, SendWr, Stag,
+    VerbsError, WcStatus, WorkCompletion,
 };
 
 use crate::conduit::{Conduit, Got};
+use crate::extensions::{Completion, Extensions, Posted, USER};
 use crate::inbox::{Filling, Inbox};
 use crate::readiness::Ready;
 
@@ -44,6 +47,7 @@ pub struct Stream {
     inbox: Inbox,
     sends: Sends,
     shut: Shut,
+    ext: Extensions,
     /// `SO_ERROR` reported the failure already.
     error_taken: bool,
     /// The connection's end was counted as an arrival.
@@ -69,6 +73,7 @@ impl Stream {
                 drains: 1,
             },
             shut: Shut::default(),
+            ext: Extensions::default(),
             error_taken: false,
             end_noted: false,
         }
@@ -88,12 +93,17 @@ impl Stream {
             inbox: &mut self.inbox,
             target,
             filled: 0,
+            ext: Some(&mut self.ext),
         };
         loop {
             self.sends.wcs.clear();
             let n = self.qp.poll_cq_with(&mut fill, &mut self.sends.wcs, 64);
             for wc in &self.sends.wcs {
-                if wc.status == WcStatus::Success {
+                if wc.wr_id & USER != 0 {
+                    if let Some(ext) = fill.ext.as_deref_mut() {
+                        ext.completed(wc);
+                    }
+                } else if wc.status == WcStatus::Success {
                     self.sends.done = self.sends.done.max(wc.wr_id);
                 }
             }
@@ -109,6 +119,7 @@ impl Stream {
         if !live && !self.end_noted {
             self.end_noted = true;
             self.inbox.note_arrival();
+            self.ext.flush();
         }
         (live, filled)
     }
@@ -134,6 +145,116 @@ impl Stream {
             .map_err(|e| verbs_err(&e))?;
         self.progress();
         Ok(wr_id)
+    }
+}
+
+/// A refused request's errno.
+fn post_errno(e: &VerbsError) -> io::Error {
+    io::Error::from_raw_os_error(match e {
+        VerbsError::QueueFull => libc::EAGAIN,
+        VerbsError::InvalidArgument(_) | VerbsError::MessageTooLarge { .. } => libc::EINVAL,
+        _ => libc::ECONNRESET,
+    })
+}
+
+fn stag(raw: u32) -> io::Result<Stag> {
+    Stag::from_raw(raw).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// The extensions (`extensions`): each posts and returns; what it started completes later,
+/// in [`Stream::completions`].
+impl Stream {
+    pub fn register(&mut self, region: Arc<dyn Region>, access: Access) -> io::Result<u32> {
+        self.qp
+            .register(region, access)
+            .map(u32::from)
+            .map_err(|e| post_errno(&e))
+    }
+
+    pub fn deregister(&mut self, raw: u32) -> io::Result<()> {
+        self.qp.deregister(stag(raw)?).map_err(|e| post_errno(&e))
+    }
+
+    /// A Send of `data` (copied before this returns), completed once in the kernel.
+    pub fn post_send(&mut self, data: &[u8], wr_id: u64) -> io::Result<()> {
+        let id = self.ext.issue(wr_id);
+        let r = self.qp.post_send(SendWr {
+            wr_id: id,
+            opcode: SendOpcode::Send,
+            data,
+            ah: None,
+            signaled: true,
+        });
+        self.posted(id, r.map_err(|e| post_errno(&e)))
+    }
+
+    /// A receive into `buf`, completed when a message fills it.
+    pub fn post_recv(&mut self, buf: Arc<dyn Region>, wr_id: u64) {
+        self.ext.post_recv(Posted { buf, wr_id });
+    }
+
+    /// An RDMA Write of `data` (copied before this returns) to the peer's region.
+    pub fn rdma_write(
+        &mut self,
+        data: &[u8],
+        remote: u32,
+        offset: u64,
+        wr_id: u64,
+    ) -> io::Result<()> {
+        let id = self.ext.issue(wr_id);
+        let r = stag(remote).and_then(|remote_stag| {
+            let wr = RdmaWriteWr {
+                wr_id: id,
+                data,
+                remote_stag,
+                remote_offset: offset,
+                signaled: true,
+            };
+            self.qp.post_rdma_write(wr).map_err(|e| post_errno(&e))
+        });
+        self.posted(id, r)
+    }
+
+    /// An RDMA Read of `len` bytes of the peer's region into this end's region `local`.
+    pub fn rdma_read(
+        &mut self,
+        (local, local_offset): (u32, u64),
+        len: usize,
+        (remote, remote_offset): (u32, u64),
+        wr_id: u64,
+    ) -> io::Result<()> {
+        let id = self.ext.issue(wr_id);
+        let r = stag(local).and_then(|local_stag| {
+            let wr = RdmaReadWr {
+                wr_id: id,
+                local_stag,
+                local_offset,
+                len,
+                remote_stag: stag(remote)?,
+                remote_offset,
+            };
+            self.qp.post_rdma_read(wr).map_err(|e| post_errno(&e))
+        });
+        self.posted(id, r)
+    }
+
+    fn posted(&mut self, id: u64, r: io::Result<()>) -> io::Result<()> {
+        match r {
+            Ok(()) => {
+                self.progress();
+                Ok(())
+            }
+            Err(e) => {
+                self.ext.withdraw(id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Up to `max` completions, after moving what the connection has.
+    pub fn completions(&mut self, max: usize) -> Vec<Completion> {
+        self.progress();
+        self.ext.take(max)
     }
 }
 
@@ -246,7 +367,11 @@ impl Conduit for Stream {
         let failed = !live && !matches!(self.qp.last_error(), None | Some(VerbsError::PeerClosed));
         let pending = live && self.sends.pending();
         Ready {
-            readable: !self.inbox.is_empty() || self.inbox.ended() || self.shut.read || !live,
+            readable: !self.inbox.is_empty()
+                || self.inbox.ended()
+                || self.shut.read
+                || !live
+                || self.ext.has_completions(),
             arrivals: self.inbox.arrivals(),
             writable: !pending,
             drains: self.sends.drains,
@@ -279,6 +404,10 @@ impl Conduit for Stream {
 
     /// The poll events a blocked call waits for besides its own: sends that wait to go need
     /// the socket writable.
+    fn as_stream(&mut self) -> Option<&mut Stream> {
+        Some(self)
+    }
+
     fn also_wait_for(&self) -> i16 {
         if self.sends.pending() {
             libc::POLLOUT

@@ -90,7 +90,7 @@ unsafe fn slice_mut<'a>(buf: *mut c_void, len: size_t) -> &'a mut [u8] {
 }
 
 /// SAFETY: `buf` is valid for `len` bytes (or `len` is 0).
-unsafe fn slice<'a>(buf: *const c_void, len: size_t) -> &'a [u8] {
+pub(super) unsafe fn slice<'a>(buf: *const c_void, len: size_t) -> &'a [u8] {
     if len == 0 || buf.is_null() {
         &[]
     } else {

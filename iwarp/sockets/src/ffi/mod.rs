@@ -8,9 +8,11 @@
 //! - `fd`: the descriptor's life: `close`, `dup`s, `fcntl`, `ioctl`, `shutdown`, `fork`.
 //! - `opt`: `setsockopt`/`getsockopt`, and so the switch.
 //! - `poll`: `poll` and `select`; `epoll`: `epoll_ctl` and `epoll_wait`.
+//! - `ext`: the extensions' own calls (`diwarp_reg_mr`, `diwarp_post_send`, ...).
 #![allow(unsafe_code)]
 
 mod epoll;
+mod ext;
 mod fd;
 mod io;
 mod opt;
