@@ -384,6 +384,30 @@ class Sockets(unittest.TestCase):
         # RDMAP opcodes: 0 Write, 1 Read Request, 2 Read Response, 3 Send.
         self.assertTrue({0, 1, 2, 3} <= ops, f"opcodes seen: {sorted(ops)}")
 
+    def test_a_socket_marked_before_connect_to_a_plain_peer_fails_connect_and_stays_plain(self):
+        script = r"""
+import errno, socket, threading
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+got = []
+t = threading.Thread(target=lambda: got.append(srv.accept()[0].recv(100))); t.start()
+s = socket.socket()
+s.setsockopt(0x6477, 1, 1)
+assert s.getsockopt(0x6477, 1) == 0, "marked, not switched yet"
+try:
+    s.connect(srv.getsockname())
+    raise SystemExit("connect switched with a plain peer")
+except OSError as e:
+    assert e.errno == errno.EPROTONOSUPPORT, e
+assert s.getsockopt(0x6477, 1) == 0
+s.sendall(b"plain still works")
+t.join(10)
+assert got == [b"plain still works"], got
+print("OK")
+"""
+        r = subprocess.run([sys.executable, "-c", script], env=self.env(True),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "OK"), r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

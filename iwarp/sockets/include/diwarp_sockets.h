@@ -5,7 +5,9 @@
  *     setsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &on, sizeof on);
  * carries its data over a queue pair: a stream socket over an RC queue pair (MPA start-up on
  * that connection, then FPDUs), a datagram socket over an RD queue pair (reliable, ordered
- * messages). An unconnected socket cannot switch (ENOTCONN).
+ * messages). Set before the connection exists, the option marks the socket instead: it
+ * switches as connect succeeds (a failed switch fails connect; the socket stays connected,
+ * plain), and a marked listener's accepted sockets switch in accept/accept4.
  * Both ends must switch within DIWARP_SWITCH_TIMEOUT_MS (default 2000) of each other and
  * before either sends data; if the peer does not, the call fails with EPROTONOSUPPORT and
  * the socket stays a plain socket, its stream untouched. Without the library loaded the

@@ -11,6 +11,7 @@
 //! - `inbox`: the bytes that came and wait for reads; `readiness`: what `poll` and `epoll`
 //!   say of a switched socket.
 //! - `extensions`: posted sends and receives, RDMA Write and Read, completions.
+//! - `pending`: sockets marked for the switch before they were connected.
 //! - `registry`: which descriptors are switched; `epoll_table`: the program's epoll
 //!   registrations.
 //! - `ffi`: the overloaded calls, and the only `unsafe` code.
@@ -21,6 +22,7 @@ pub mod epoll_table;
 pub mod extensions;
 mod ffi;
 pub mod inbox;
+pub mod pending;
 pub mod readiness;
 pub mod registry;
 pub mod stream;

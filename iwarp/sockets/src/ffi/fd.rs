@@ -7,7 +7,7 @@ use std::sync::Once;
 use std::time::Instant;
 
 use super::{inside, is_inside, real, switched};
-use crate::{epoll_table, registry, switch};
+use crate::{epoll_table, pending, registry, switch};
 
 /// # Safety
 /// libc's contract for `close`.
@@ -16,6 +16,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if !is_inside() {
         inside(|| {
             epoll_table::closed(fd);
+            pending::unmark(fd);
             if let Some(s) = registry::remove(fd) {
                 // The last descriptor of the stream: what was written goes out first, as
                 // it would from the kernel's buffer (bounded, as a lingering close is).

@@ -6,11 +6,13 @@
 //!
 //! - `io`: reading and writing calls.
 //! - `fd`: the descriptor's life: `close`, `dup`s, `fcntl`, `ioctl`, `shutdown`, `fork`.
-//! - `opt`: `setsockopt`/`getsockopt`, and so the switch.
+//! - `opt`: `setsockopt`/`getsockopt`, and so the switch; `connect`: `connect` and `accept`
+//!   of sockets marked before they were connected.
 //! - `poll`: `poll` and `select`; `epoll`: `epoll_ctl` and `epoll_wait`.
 //! - `ext`: the extensions' own calls (`diwarp_reg_mr`, `diwarp_post_send`, ...).
 #![allow(unsafe_code)]
 
+mod connect;
 mod epoll;
 mod ext;
 mod fd;
@@ -68,6 +70,8 @@ type SelectFn = unsafe extern "C" fn(
     *mut libc::fd_set,
     *mut libc::timeval,
 ) -> c_int;
+type ConnectFn = unsafe extern "C" fn(c_int, *const libc::sockaddr, socklen_t) -> c_int;
+type Accept4Fn = unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut socklen_t, c_int) -> c_int;
 type EpollCtlFn = unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int;
 type EpollPwaitFn = unsafe extern "C" fn(
     c_int,
@@ -100,6 +104,8 @@ struct Real {
     getsockopt: GetFn,
     poll: PollFn,
     select: SelectFn,
+    connect: ConnectFn,
+    accept4: Accept4Fn,
     epoll_ctl: EpollCtlFn,
     epoll_pwait: EpollPwaitFn,
 }
@@ -137,6 +143,8 @@ fn real() -> &'static Real {
             getsockopt: next(c"getsockopt"),
             poll: next(c"poll"),
             select: next(c"select"),
+            connect: next(c"connect"),
+            accept4: next(c"accept4"),
             epoll_ctl: next(c"epoll_ctl"),
             epoll_pwait: next(c"epoll_pwait"),
         }

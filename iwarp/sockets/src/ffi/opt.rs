@@ -12,7 +12,7 @@ use super::{fd::watch_forks, inside, is_inside, nonblocking, poll_one, real};
 use crate::conduit::{Conduit, Switched};
 use crate::readiness::{kernel_events, Interest};
 use crate::switch::{self, DatagramWire, Wire, DIWARP_IWARP_MODE, SOL_DIWARP};
-use crate::{epoll_table, registry};
+use crate::{epoll_table, pending, registry};
 
 /// The switch's socket calls, on `fd` through libc.
 struct Libc(c_int);
@@ -99,7 +99,7 @@ impl DatagramWire for Libc {
 /// Switches `fd`: a stream socket to an RC queue pair, a datagram socket to an RD queue pair
 /// (`switch`). The queue pair gets a duplicate of it, so the caller's descriptor stays the
 /// socket it polls and closes.
-fn switch_fd(fd: c_int) -> Result<(), i32> {
+pub(super) fn switch_fd(fd: c_int) -> Result<(), i32> {
     if registry::get(fd).is_some() {
         return Ok(());
     }
@@ -159,6 +159,22 @@ fn switch_fd(fd: c_int) -> Result<(), i32> {
     Ok(())
 }
 
+/// Whether `fd` is a connected socket (a socket not yet connected, or listening, is marked
+/// instead of switched).
+fn connected(fd: c_int) -> Result<bool, i32> {
+    // SAFETY: all-zero bytes are a valid sockaddr_storage.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+    // SAFETY: a valid address buffer and its length.
+    if unsafe { libc::getpeername(fd, (&raw mut addr).cast(), &mut len) } == 0 {
+        return Ok(true);
+    }
+    match super::errno() {
+        libc::ENOTCONN => Ok(false),
+        e => Err(e),
+    }
+}
+
 /// # Safety
 /// libc's contract for `setsockopt`.
 #[no_mangle]
@@ -180,9 +196,16 @@ pub unsafe extern "C" fn setsockopt(
             return Err(libc::EINVAL);
         }
         match *value.cast::<c_int>() {
-            0 if registry::get(fd).is_none() => Ok(0),
+            0 if registry::get(fd).is_none() => {
+                pending::unmark(fd);
+                Ok(0)
+            }
             // A switched socket stays switched.
             0 => Err(libc::EINVAL),
+            _ if !connected(fd)? => {
+                pending::mark(fd);
+                Ok(0)
+            }
             _ => switch_fd(fd).map(|()| 0),
         }
     })

@@ -4,6 +4,9 @@
  *   sockets-calls server PORT PHASE     accepts one connection on 127.0.0.1:PORT
  *   sockets-calls client PORT PHASE
  *
+ * Both ends ask for iWARP mode before the connection exists: the server on its listener (the
+ * accepted socket switches in accept4), the client before connect.
+ *
  * PHASE:
  *   blocking   recv with MSG_PEEK, FIONREAD, poll and select on bytes the library holds, readv,
  *              MSG_DONTWAIT/O_NONBLOCK/FIONBIO and EAGAIN, sendmsg/recvmsg with MSG_WAITALL,
@@ -87,13 +90,6 @@ static void expect_text(int fd, const char *text) {
         fprintf(stderr, "sockets-calls %s: read \"%.*s\", wanted \"%s\"\n", role, (int)n, buf, text);
         exit(1);
     }
-}
-
-static void switch_on(int fd) {
-    int on = 1, got = 0;
-    socklen_t len = sizeof got;
-    CHECK(setsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &on, sizeof on) == 0);
-    CHECK(getsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &got, &len) == 0 && got == 1);
 }
 
 static void set_nonblock(int fd, int on) {
@@ -345,16 +341,24 @@ int main(int argc, char **argv) {
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0);
+        /* Asked on the listener: every connection it accepts switches as it is accepted. */
+        int on = 1;
+        CHECK(setsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &on, sizeof on) == 0);
         printf("sockets-calls server: listening\n");
         fflush(stdout);
-        int c = accept(fd, NULL, NULL);
+        int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
         CHECK(c >= 0);
         close(fd);
         fd = c;
     } else {
+        /* Asked before connect: the socket switches as it connects. */
+        int on = 1;
+        CHECK(setsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &on, sizeof on) == 0);
         CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
     }
-    switch_on(fd);
+    int got = 0;
+    socklen_t glen = sizeof got;
+    CHECK(getsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &got, &glen) == 0 && got == 1);
     if (strcmp(phase, "blocking") == 0)
         server ? blocking_server(fd) : blocking_client(fd);
     else if (strcmp(phase, "epoll-lt") == 0 || strcmp(phase, "epoll-et") == 0)

@@ -3,7 +3,8 @@
  *   sockets-dgram a PORT_A PORT_B MODE     binds 127.0.0.1:PORT_A, connects to PORT_B, sends
  *   sockets-dgram b PORT_B PORT_A MODE     binds PORT_B, connects to PORT_A, echoes
  *
- * MODE: plain (never switches), iwarp (switches; a failed switch is an error), try (switches;
+ * MODE: plain (never switches), iwarp (switches: `a` asks before connect, `b` after; a
+ * failed switch is an error), try (switches after connect;
  * EPROTONOSUPPORT, a peer that did not switch, goes on plain: then only a short plain
  * exchange runs). Switched, `a` sends 1 B .. 1 MiB messages and a burst of 2000 numbered
  * ones, `b` echoes each, and `a` checks every byte, every boundary and the order; then a cut
@@ -60,13 +61,20 @@ int main(int argc, char **argv) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     struct sockaddr_in me = at(atoi(argv[2])), peer = at(atoi(argv[3]));
     CHECK(bind(fd, (struct sockaddr *)&me, sizeof me) == 0);
-    int on = 1;
-    /* Not connected yet: nobody to switch with. */
-    if (strcmp(mode, "plain") != 0)
-        CHECK(setsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &on, sizeof on) == -1 && errno == ENOTCONN);
-    CHECK(connect(fd, (struct sockaddr *)&peer, sizeof peer) == 0);
+    int on = 1, got = -1;
+    socklen_t glen = sizeof got;
     int sw = 0;
-    if (strcmp(mode, "plain") != 0) {
+    if (is_a && strcmp(mode, "iwarp") == 0) {
+        /* Asked before connect: the socket switches as it connects. */
+        CHECK(setsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &on, sizeof on) == 0);
+        CHECK(getsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &got, &glen) == 0 && got == 0);
+        CHECK(connect(fd, (struct sockaddr *)&peer, sizeof peer) == 0);
+        CHECK(getsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &got, &glen) == 0 && got == 1);
+        sw = 1;
+    } else {
+        CHECK(connect(fd, (struct sockaddr *)&peer, sizeof peer) == 0);
+    }
+    if (!sw && strcmp(mode, "plain") != 0) {
         if (setsockopt(fd, SOL_DIWARP, DIWARP_IWARP_MODE, &on, sizeof on) != 0) {
             int e = errno;
             printf("sockets-dgram %s: switch failed: %s\n", role, strerror(e));

@@ -1,0 +1,61 @@
+//! `connect`, `accept` and `accept4` of sockets marked for iWARP mode before they were
+//! connected (`pending`): the switch runs as the connection comes up.
+
+use std::ffi::c_int;
+
+use libc::{sockaddr, socklen_t};
+
+use super::opt::switch_fd;
+use super::{errno, inside, is_inside, real};
+use crate::pending;
+
+/// # Safety
+/// libc's contract for `connect`. A marked socket that connects switches before this
+/// returns; if the switch fails, the call fails with its errno and the socket stays a
+/// connected plain socket. A non-blocking connect (`EINPROGRESS`) leaves the mark unused:
+/// set the option again once connected.
+#[no_mangle]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    let r = (real().connect)(fd, addr, len);
+    if r != 0 || is_inside() || !pending::is_marked(fd) {
+        return r;
+    }
+    inside(|| {
+        pending::unmark(fd);
+        switch_fd(fd).map(|()| 0)
+    })
+}
+
+/// A connection `r` accepted by `listener`: switched if the listener was marked. A failed
+/// switch leaves it plain (`getsockopt(DIWARP_IWARP_MODE)` says which), as the connection is
+/// the program's either way.
+fn accepted(listener: c_int, r: c_int) -> c_int {
+    if r >= 0 && !is_inside() && pending::is_marked(listener) {
+        let saved = errno();
+        inside(|| {
+            let _ = switch_fd(r);
+            Ok::<i8, i32>(0)
+        });
+        super::set_errno(saved);
+    }
+    r
+}
+
+/// # Safety
+/// libc's contract for `accept`.
+#[no_mangle]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    accepted(fd, (real().accept4)(fd, addr, len, 0))
+}
+
+/// # Safety
+/// libc's contract for `accept4`.
+#[no_mangle]
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+    flags: c_int,
+) -> c_int {
+    accepted(fd, (real().accept4)(fd, addr, len, flags))
+}
