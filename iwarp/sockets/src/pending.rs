@@ -1,6 +1,7 @@
 //! Sockets the program asked to switch before they were connected: a stream socket switches
 //! when its `connect` succeeds, every socket a listener `accept`s switches as it is
-//! accepted, a datagram socket switches when it is `connect`ed.
+//! accepted, a datagram socket switches when it is `connect`ed. With
+//! `DIWARP_SOCKETS_AUTO=1` every TCP socket is asked, for programs that cannot ask.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +33,13 @@ pub fn unmark(fd: i32) -> bool {
         COUNT.fetch_sub(1, Ordering::Relaxed);
     }
     gone
+}
+
+/// `DIWARP_SOCKETS_AUTO=1`: every TCP connection switches as it comes up, and one whose
+/// peer does not switch goes on plain.
+pub fn auto() -> bool {
+    static AUTO: OnceLock<bool> = OnceLock::new();
+    *AUTO.get_or_init(|| std::env::var("DIWARP_SOCKETS_AUTO").is_ok_and(|v| v == "1"))
 }
 
 pub fn is_marked(fd: i32) -> bool {

@@ -16,6 +16,9 @@ use crate::extensions::{Completion, Extensions, Posted, USER};
 use crate::inbox::{Filling, Inbox};
 use crate::readiness::Ready;
 
+/// Unread bytes past which the stream stops reading the socket.
+const INBOX_MAX: usize = 1 << 20;
+
 /// Most bytes one `write` sends: a larger write returns a short count, as a socket's does.
 pub const MAX_SEND: usize = 1 << 20;
 
@@ -48,6 +51,8 @@ pub struct Stream {
     sends: Sends,
     shut: Shut,
     ext: Extensions,
+    /// Regions registered on the queue pair.
+    regions: usize,
     /// `SO_ERROR` reported the failure already.
     error_taken: bool,
     /// The connection's end was counted as an arrival.
@@ -74,6 +79,7 @@ impl Stream {
             },
             shut: Shut::default(),
             ext: Extensions::default(),
+            regions: 0,
             error_taken: false,
             end_noted: false,
         }
@@ -89,6 +95,10 @@ impl Stream {
     /// is empty; also how many bytes went there.
     fn progress_into(&mut self, target: &mut [u8]) -> (bool, usize) {
         let was_pending = self.sends.pending();
+        // Bytes the program has not read yet stay in the kernel, so that TCP holds the peer
+        // back as it would for a plain socket. With memory registered the socket must be
+        // read (RDMA traffic needs no read call to land).
+        let hold_back = target.is_empty() && self.inbox.len() >= INBOX_MAX && self.regions == 0;
         let mut fill = Filling {
             inbox: &mut self.inbox,
             target,
@@ -97,7 +107,12 @@ impl Stream {
         };
         loop {
             self.sends.wcs.clear();
-            let n = self.qp.poll_cq_with(&mut fill, &mut self.sends.wcs, 64);
+            let n = if hold_back {
+                // No receive is posted: sends move, nothing is read.
+                self.qp.poll_cq(&mut self.sends.wcs, 64)
+            } else {
+                self.qp.poll_cq_with(&mut fill, &mut self.sends.wcs, 64)
+            };
             for wc in &self.sends.wcs {
                 if wc.wr_id & USER != 0 {
                     if let Some(ext) = fill.ext.as_deref_mut() {
@@ -165,14 +180,18 @@ fn stag(raw: u32) -> io::Result<Stag> {
 /// in [`Stream::completions`].
 impl Stream {
     pub fn register(&mut self, region: Arc<dyn Region>, access: Access) -> io::Result<u32> {
-        self.qp
+        let stag = self
+            .qp
             .register(region, access)
-            .map(u32::from)
-            .map_err(|e| post_errno(&e))
+            .map_err(|e| post_errno(&e))?;
+        self.regions += 1;
+        Ok(stag.into())
     }
 
     pub fn deregister(&mut self, raw: u32) -> io::Result<()> {
-        self.qp.deregister(stag(raw)?).map_err(|e| post_errno(&e))
+        self.qp.deregister(stag(raw)?).map_err(|e| post_errno(&e))?;
+        self.regions -= 1;
+        Ok(())
     }
 
     /// A Send of `data` (copied before this returns), completed once in the kernel.
