@@ -2,6 +2,7 @@
 pair, curl against Python's http.server), sockets switched on both ends carry every byte over
 an RC queue pair, and a switch whose peer does not switch fails with EPROTONOSUPPORT, leaving
 the stream as it was."""
+import contextlib
 import os
 import shutil
 import socket
@@ -24,6 +25,28 @@ def free_port():
 
 # Bytes an iperf3 sender may count that its receiver never read when the test stopped.
 IN_FLIGHT = 32 << 20
+
+
+@contextlib.contextmanager
+def capture(path, bpf="tcp"):
+    """tshark on lo writing `path` while the block runs; skips the test if it cannot."""
+    if shutil.which("tshark") is None:
+        raise unittest.SkipTest("no tshark")
+    tshark = subprocess.Popen(["tshark", "-i", "lo", "-f", bpf, "-B", "64", "-w", path, "-q"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            if os.path.exists(path) and os.path.getsize(path) > 0:
+                break
+            time.sleep(0.1)
+        else:
+            raise unittest.SkipTest("tshark cannot capture on lo")
+        time.sleep(0.5)
+        yield
+        time.sleep(0.5)
+    finally:
+        tshark.send_signal(2)
+        tshark.wait(timeout=30)
 
 
 def free_udp_port():
@@ -103,24 +126,9 @@ class Sockets(unittest.TestCase):
         self.assertIn("echoed=1118309", s[1])
 
     def test_a_switched_connection_decodes_as_iwarp(self):
-        if shutil.which("tshark") is None:
-            self.skipTest("no tshark")
         cap = os.path.join(self.tmp, "switched.pcap")
-        tshark = subprocess.Popen(["tshark", "-i", "lo", "-f", "tcp", "-B", "64", "-w", cap, "-q"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(300):
-                if os.path.exists(cap) and os.path.getsize(cap) > 0:
-                    break
-                time.sleep(0.1)
-            else:
-                self.skipTest("tshark cannot capture on lo")
-            time.sleep(0.5)
+        with capture(cap):
             s, c = self.pair("iwarp", "iwarp")
-            time.sleep(0.5)
-        finally:
-            tshark.send_signal(2)
-            tshark.wait(timeout=30)
         self.assert_ok(c, 1)
         port = self.last_port
         text = subprocess.run(["tshark", "-r", cap, "--disable-protocol", "rpcordma", "-Y",
@@ -350,24 +358,13 @@ class Sockets(unittest.TestCase):
             self.assertIn(f"{name} server: OK", s_out)
 
     def test_an_rdma_write_capture_decodes_as_rdmap_write_read_request_and_response(self):
-        if shutil.which("tshark") is None:
-            self.skipTest("no tshark")
         lib = os.path.dirname(LIB)
         progs = {n: self.build_c(n, "examples", ["-L", lib, "-ldiwarp_sockets",
                                                  f"-Wl,-rpath,{lib}"])
                  for n in ("rdma_write", "rdma_read")}
         cap = os.path.join(self.tmp, "rdma.pcap")
-        tshark = subprocess.Popen(["tshark", "-i", "lo", "-f", "tcp", "-B", "64", "-w", cap, "-q"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ports = []
-        try:
-            for _ in range(300):
-                if os.path.exists(cap) and os.path.getsize(cap) > 0:
-                    break
-                time.sleep(0.1)
-            else:
-                self.skipTest("tshark cannot capture on lo")
-            time.sleep(0.5)
+        with capture(cap):
             for prog in progs.values():
                 port = free_port()
                 ports.append(port)
@@ -377,10 +374,6 @@ class Sockets(unittest.TestCase):
                 subprocess.run([prog, "client", str(port)], env=self.env(False),
                                capture_output=True, timeout=60)
                 server.wait(timeout=60)
-            time.sleep(0.5)
-        finally:
-            tshark.send_signal(2)
-            tshark.wait(timeout=30)
         flt = " || ".join(f"tcp.port=={p}" for p in ports)
         text = subprocess.run(["tshark", "-r", cap, "--disable-protocol", "rpcordma", "-Y",
                                f"({flt}) && iwarp_rdma", "-T", "fields", "-e",
@@ -417,30 +410,16 @@ print("OK")
     def test_iperf3_with_every_connection_switched_moves_its_bytes_over_mpa(self):
         """DIWARP_SOCKETS_AUTO=1 on both ends: iperf3's control and data connections both
         switch (two MPA start-ups in a capture) and every byte sent is received."""
-        if shutil.which("iperf3") is None or shutil.which("tshark") is None:
-            self.skipTest("no iperf3 or tshark")
+        if shutil.which("iperf3") is None:
+            self.skipTest("no iperf3")
         import json
         cap = os.path.join(self.tmp, "auto.pcap")
         port = free_port()
-        tshark = subprocess.Popen(["tshark", "-i", "lo", "-f", f"tcp port {port}", "-B", "64",
-                                   "-w", cap, "-q"], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(300):
-                if os.path.exists(cap) and os.path.getsize(cap) > 0:
-                    break
-                time.sleep(0.1)
-            else:
-                self.skipTest("tshark cannot capture on lo")
-            time.sleep(0.5)
+        with capture(cap, f"tcp port {port}"):
             env = dict(self.env(True), DIWARP_SOCKETS_AUTO="1")
             _, c = self.run_pair(["iperf3", "-s", "-1", "-p", str(port), "-B", "127.0.0.1"],
                                  ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "1",
                                   "-J"], True, env=env)
-            time.sleep(0.5)
-        finally:
-            tshark.send_signal(2)
-            tshark.wait(timeout=30)
         self.assertEqual(c.returncode, 0, c.stderr)
         end = json.loads(c.stdout)["end"]
         sent, got = end["sum_sent"]["bytes"], end["sum_received"]["bytes"]
