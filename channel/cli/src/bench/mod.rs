@@ -65,6 +65,7 @@ fn setup(
     let pt2pt = Program {
         name: "pt2pt",
         flags: &["-O2", "-g", "-Wall", "-Wextra"],
+        libs: &[],
     };
     let mut fail = build::for_transports("diwarp bench", &pt2pt, list, out, |mpi| {
         bindir.join(mpi.name()).join("pt2pt")

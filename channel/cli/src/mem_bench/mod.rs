@@ -136,6 +136,7 @@ fn run_all(
     let footprint = Program {
         name: "footprint",
         flags: &["-O2", "-Wall", "-Wextra"],
+        libs: &[],
     };
     let cant: HashMap<&str, String> = build::for_transports(WHO, &footprint, list, out, exe);
 
