@@ -228,8 +228,7 @@ fn run_all(
                     });
                     let ms = t0.elapsed().as_millis();
                     secs = format!("{}.{}", ms / 1000, ms % 1000 / 100);
-                    let text =
-                        String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
+                    let text = harness::launch::read_log(&log);
                     let vals = launch::values(&text, m.name());
                     nsizes = vals.len();
                     for (size, v) in vals {

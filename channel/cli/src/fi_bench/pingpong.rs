@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::harness::build::{compile, Program};
+use crate::harness::launch::read_log;
 
 /// The providers compared, in the order of the table's columns: diwarp first.
 pub const PROVIDERS: [&str; 3] = ["diwarp", "tcp;ofi_rxm", "udp;ofi_rxd"];
@@ -69,7 +70,7 @@ pub fn run(
         .stderr(err)
         .status()
         .map_err(|e| format!("cannot start timeout: {e}"))?;
-    let text = String::from_utf8_lossy(&fs::read(log).unwrap_or_default()).into_owned();
+    let text = read_log(log);
     Ok(text.lines().last().unwrap_or_default().to_owned())
 }
 

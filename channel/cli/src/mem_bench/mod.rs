@@ -187,8 +187,7 @@ fn run_all(
                         eprintln!("{WHO}: {e}");
                         127
                     });
-                    let text =
-                        String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
+                    let text = launch::read_log(&log);
                     if rc == 0 && footprint::done(&text) {
                         for s in footprint::samples(&text) {
                             writeln!(raw, "{},{n},{r},{s}", t.name)?;
