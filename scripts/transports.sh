@@ -1,7 +1,7 @@
-# Sourced by the benchmark harnesses (osu-sweep, mpi-tests, ...; npb-runs/npb.py and
-# scripts/osu-compare through bash): the transports they compare, by name. The table itself is
-# the diwarp command's (channel/cli/src/transports.rs; `diwarp transports` lists it, and
-# `diwarp bench` and `diwarp mem-bench` read it directly): tdef below gets, for every name, "MPI WRAPPER-TRANSPORT
+# Sourced by the benchmark harnesses (mpi-tests, ...; npb-runs/npb.py and scripts/osu-compare
+# through bash): the transports they compare, by name. The table itself is the diwarp command's
+# (channel/cli/src/transports.rs; `diwarp transports` lists it, and `diwarp bench`, `diwarp
+# mem-bench` and `diwarp osu-sweep` read it directly): tdef below gets, for every name, "MPI WRAPPER-TRANSPORT
 # [NAME=VALUE...]": the MPI, the transport of scripts/mpirun-diwarp, then diwarp's settings for
 # that entry (environment variables every rank of its runs gets; scripts/mpirun-diwarp forwards
 # FI_DIWARP_* under both MPIs).

@@ -33,9 +33,11 @@ class Docs(unittest.TestCase):
         wrapper = read(os.path.join(HERE, "scripts/mpi-bench"))
         self.assertRegex(wrapper, r'(?m)^DIWARP_BENCH_COMMAND=scripts/mpi-bench exec "\$dir/\.\./diwarp" bench "\$@"$',
                          "scripts/mpi-bench runs diwarp bench, the command just built")
-        wrapper = read(os.path.join(HERE, "scripts/mem-bench"))
-        self.assertRegex(wrapper, r'(?m)^DIWARP_BENCH_COMMAND=scripts/mem-bench exec "\$dir/\.\./diwarp" mem-bench "\$@"$',
-                         "scripts/mem-bench runs diwarp mem-bench, the command just built")
+        for script, sub in (("mem-bench", "mem-bench"), ("fi-bench", "fi-bench"),
+                            ("osu-sweep", "osu-sweep")):
+            wrapper = read(os.path.join(HERE, "scripts", script))
+            self.assertRegex(wrapper, rf'(?m)^DIWARP_BENCH_COMMAND=scripts/{script} exec "\$dir/\.\./diwarp" {sub} "\$@"$',
+                             f"scripts/{script} runs diwarp {sub}, the command just built")
         for c in commands:
             self.assertTrue(os.access(os.path.join(HERE, c), os.X_OK), c)
 

@@ -3,6 +3,7 @@
 //! provider's man page.
 
 mod bench;
+mod fi_bench;
 mod harness;
 mod info;
 mod install;
@@ -10,6 +11,7 @@ mod launch;
 mod man;
 mod mem_bench;
 mod mpiexec;
+mod osu_sweep;
 mod procs;
 mod provider;
 mod run;
@@ -47,6 +49,12 @@ enum Cmd {
     /// Memory per rank (footprint.c) of diwarp and its peers side by side on every rank count:
     /// interleaved runs, medians, diwarp's ratio to each peer, diwarp's ledger at finalize.
     MemBench(mem_bench::MemBenchArgs),
+    /// Provider-level ping-pong (fi-pingpong.c, no MPI) over diwarp, tcp;ofi_rxm and
+    /// udp;ofi_rxd side by side: interleaved runs, medians, diwarp's ratios.
+    FiBench(fi_bench::FiBenchArgs),
+    /// Every benchmark of an OSU build over diwarp with validation, each failure re-run over a
+    /// peer transport: pass, FAIL (diwarp only) or "fails on the peer too", per transport.
+    OsuSweep(osu_sweep::OsuSweepArgs),
     /// The transports the benchmarks compare, by name: MPI, transport, diwarp's mode and
     /// settings, tab-separated.
     Transports(transports::TransportsArgs),
@@ -74,6 +82,8 @@ fn main() -> ExitCode {
         Cmd::Install(args) => install::main(&args),
         Cmd::Bench(args) => bench::main(args),
         Cmd::MemBench(args) => mem_bench::main(args),
+        Cmd::FiBench(args) => fi_bench::main(args),
+        Cmd::OsuSweep(args) => osu_sweep::main(args),
         Cmd::Transports(args) => transports::main(&args),
         Cmd::Man => {
             print(&man::page());

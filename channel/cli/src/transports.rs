@@ -1,7 +1,8 @@
 //! The transports the benchmarks compare, by name: the MPI, the transport of `diwarp run`, and
 //! diwarp's settings for that entry (environment variables every rank of its runs gets). This
-//! table is the only one: `diwarp bench` reads it here, and the shell harnesses read it through
-//! `diwarp transports` (scripts/transports.sh).
+//! table is the only one: the benchmark subcommands (`diwarp bench`, `mem-bench`, `osu-sweep`)
+//! read it here, and the shell harnesses read it through `diwarp transports`
+//! (scripts/transports.sh).
 //!
 //! A name always means the same run: the variables the table chooses ([`OWNED`]) are cleared
 //! from the caller's environment for every diwarp run, then set from the entry (mpich-diwarp is

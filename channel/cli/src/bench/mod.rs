@@ -65,6 +65,7 @@ fn setup(
     let pt2pt = Program {
         name: "pt2pt",
         flags: &["-O2", "-g", "-Wall", "-Wextra"],
+        libs: &[],
     };
     let mut fail = build::for_transports("diwarp bench", &pt2pt, list, out, |mpi| {
         bindir.join(mpi.name()).join("pt2pt")
@@ -227,8 +228,7 @@ fn run_all(
                     });
                     let ms = t0.elapsed().as_millis();
                     secs = format!("{}.{}", ms / 1000, ms % 1000 / 100);
-                    let text =
-                        String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
+                    let text = harness::launch::read_log(&log);
                     let vals = launch::values(&text, m.name());
                     nsizes = vals.len();
                     for (size, v) in vals {

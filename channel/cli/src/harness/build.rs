@@ -56,27 +56,36 @@ fn on_path(name: &str) -> Option<PathBuf> {
         .find(|p| executable(p))
 }
 
-/// A program of channel/mpi-bench to build: its name (`NAME.c`) and the compiler's flags.
+/// A program of channel/mpi-bench to build: its name (`NAME.c`), the compiler's flags, and the
+/// libraries it links (after the source, where the linker wants them).
 pub struct Program {
     pub name: &'static str,
     pub flags: &'static [&'static str],
+    pub libs: &'static [&'static str],
 }
 
 /// Builds `program` with `mpi`'s wrapper into `exe`, the compiler's output in `log`. Ok with the
 /// warnings it printed (empty for none), or why it cannot run.
 pub fn build(program: &Program, mpi: Mpi, exe: &Path, log: &Path) -> Result<String, String> {
     let mpicc = mpicc_of(mpi);
-    let fail = || {
+    compile(&mpicc.to_string_lossy(), program, exe, log).map_err(|_| {
         format!(
             "{} does not build with {} (logs/{})",
             program.name,
             mpicc.display(),
             log.file_name().unwrap_or_default().to_string_lossy()
         )
-    };
-    let Some(cc) = on_path(&mpicc.to_string_lossy()) else {
-        let _ = fs::write(log, format!("{}: not found\n", mpicc.display()));
-        return Err(fail());
+    })
+}
+
+/// Builds `program` with the compiler `cc` (a path, or a name on PATH) into `exe`, the
+/// compiler's output in `log`. Ok with the warnings it printed (empty for none), else what went
+/// wrong (also in `log` when the compiler ran).
+pub fn compile(cc: &str, program: &Program, exe: &Path, log: &Path) -> Result<String, String> {
+    let Some(cc) = on_path(cc) else {
+        let msg = format!("{cc}: not found");
+        let _ = fs::write(log, format!("{msg}\n"));
+        return Err(msg);
     };
     if let Some(dir) = exe.parent() {
         fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -84,18 +93,20 @@ pub fn build(program: &Program, mpi: Mpi, exe: &Path, log: &Path) -> Result<Stri
     let out = fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
     let src = checkout().join(format!("channel/mpi-bench/{}.c", program.name));
-    let status = Command::new(cc)
+    let status = Command::new(&cc)
         .args(program.flags)
         .arg("-o")
         .arg(exe)
         .arg(src)
+        .args(program.libs)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
         .status();
     match status {
         Ok(s) if s.success() => Ok(fs::read_to_string(log).unwrap_or_default()),
-        _ => Err(fail()),
+        Ok(s) => Err(format!("{} exited with {s}", cc.display())),
+        Err(e) => Err(format!("{}: {e}", cc.display())),
     }
 }
 

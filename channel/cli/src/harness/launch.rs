@@ -84,6 +84,11 @@ pub fn run(cmd: &RunCmd, program: &[String], log: &Path) -> Result<i32, String> 
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
+/// A launch's log as text (empty if it cannot be read; bytes that are not UTF-8 replaced).
+pub fn read_log(log: &Path) -> String {
+    String::from_utf8_lossy(&fs::read(log).unwrap_or_default()).into_owned()
+}
+
 /// The line of a failed launch's log that says best why: pt2pt's own, then the innermost cause
 /// the MPI library gives, then anything that looks like an error, else the last line.
 pub fn why(log: &str) -> String {

@@ -1,12 +1,13 @@
-//! What the benchmark subcommands (`diwarp bench`, `diwarp mem-bench`) share: where they read
-//! and write, building their MPI programs, launching them through `diwarp run`, their CSV, the
-//! progress lines and the command line their results name.
+//! What the benchmark subcommands (`diwarp bench`, `mem-bench`, `fi-bench`, ...) share: where
+//! they read and write, the sizes they are given, building their programs, launching them
+//! through `diwarp run`, their CSV, the progress lines and the command line their results name.
 
 pub mod build;
 pub mod csv;
 pub mod launch;
 pub mod paths;
 pub mod plot;
+pub mod size;
 
 /// "[ k/N ~M:SS left]": where the run stands after k of its N launches, and the time left at
 /// the pace so far; every harness starts its per-launch lines with it (scripts/transports.sh's

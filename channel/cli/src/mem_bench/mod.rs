@@ -136,6 +136,7 @@ fn run_all(
     let footprint = Program {
         name: "footprint",
         flags: &["-O2", "-Wall", "-Wextra"],
+        libs: &[],
     };
     let cant: HashMap<&str, String> = build::for_transports(WHO, &footprint, list, out, exe);
 
@@ -186,8 +187,7 @@ fn run_all(
                         eprintln!("{WHO}: {e}");
                         127
                     });
-                    let text =
-                        String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
+                    let text = launch::read_log(&log);
                     if rc == 0 && footprint::done(&text) {
                         for s in footprint::samples(&text) {
                             writeln!(raw, "{},{n},{r},{s}", t.name)?;
