@@ -1017,6 +1017,16 @@ fn encode_read_request(
 /// Handles a segment that is not part of a Send: places an RDMA Write, answers a Read
 /// Request, places a Read Response. Returns false, touching nothing, for anything else (the
 /// Send path judges it).
+/// A region lookup's refusal as the protocol error that breaks the connection, in the words
+/// of the operation: for an unknown STag, missing access, and out of bounds.
+fn refused(f: Fault, why: [&'static str; 3]) -> VerbsError {
+    VerbsError::Protocol(match f {
+        Fault::UnknownStag => why[0],
+        Fault::Access => why[1],
+        Fault::Bounds => why[2],
+    })
+}
+
 fn rdma_segment(
     seg: &SegmentRepr,
     payload: &[u8],
@@ -1030,11 +1040,14 @@ fn rdma_segment(
             let (region, at) = mrs
                 .lookup(stag, offset, payload.len(), Use::RemoteWrite)
                 .map_err(|f| {
-                    VerbsError::Protocol(match f {
-                        Fault::UnknownStag => "RDMA Write to an unknown STag",
-                        Fault::Access => "RDMA Write to a region without remote write access",
-                        Fault::Bounds => "RDMA Write beyond the region's bounds",
-                    })
+                    refused(
+                        f,
+                        [
+                            "RDMA Write to an unknown STag",
+                            "RDMA Write to a region without remote write access",
+                            "RDMA Write beyond the region's bounds",
+                        ],
+                    )
                 })?;
             region.write_at(at, payload);
             Ok(true)
@@ -1062,11 +1075,14 @@ fn rdma_segment(
             let (region, at) = mrs
                 .lookup(stag, offset, payload.len(), Use::LocalWrite)
                 .map_err(|f| {
-                    VerbsError::Protocol(match f {
-                        Fault::UnknownStag => "Read Response to an STag no longer registered",
-                        Fault::Access => "Read Response to a region without local write access",
-                        Fault::Bounds => "Read Response beyond the region's bounds",
-                    })
+                    refused(
+                        f,
+                        [
+                            "Read Response to an STag no longer registered",
+                            "Read Response to a region without local write access",
+                            "Read Response beyond the region's bounds",
+                        ],
+                    )
                 })?;
             region.write_at(at, payload);
             read.received += payload.len();
@@ -1118,11 +1134,14 @@ fn respond(
     let (region, at) = mrs
         .lookup(req.src_stag, req.src_to, len, Use::RemoteRead)
         .map_err(|f| {
-            VerbsError::Protocol(match f {
-                Fault::UnknownStag => "RDMA Read of an unknown STag",
-                Fault::Access => "RDMA Read of a region without remote read access",
-                Fault::Bounds => "RDMA Read beyond the region's bounds",
-            })
+            refused(
+                f,
+                [
+                    "RDMA Read of an unknown STag",
+                    "RDMA Read of a region without remote read access",
+                    "RDMA Read beyond the region's bounds",
+                ],
+            )
         })?;
     if req.sink_to.checked_add(len as u64).is_none() {
         return Err(VerbsError::Protocol("RDMA Read sink offset wraps"));
