@@ -64,12 +64,18 @@ pub fn main(a: MemBenchArgs) -> ExitCode {
         return usage(&format!("cannot make {}: {e}", out.display()));
     }
     let out = out.canonicalize().unwrap_or(out);
-    let done = run_all(&a, &list, provider_dir.as_deref(), &out).and_then(|()| {
+    let done = run_all(&a, &list, provider_dir.as_deref(), &out).and_then(|ok| {
         let cmdline = fs::read_to_string(out.join("command.txt"))?;
-        finish(&out, cmdline.trim_end(), &a.transports, a.plot)
+        finish(&out, cmdline.trim_end(), &a.transports, a.plot)?;
+        Ok(ok)
     });
     match done {
-        Ok(()) => ExitCode::SUCCESS,
+        // As diwarp bench: a run in which no launch gave results is a failure.
+        Ok(0) => {
+            eprintln!("{WHO}: no launch produced results");
+            ExitCode::FAILURE
+        }
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{WHO}: {}: {e}", out.display());
             ExitCode::FAILURE
@@ -123,7 +129,7 @@ fn run_all(
     list: &[&'static Entry],
     provider_dir: Option<&Path>,
     out: &Path,
-) -> std::io::Result<()> {
+) -> std::io::Result<usize> {
     let bindir = paths::target().join("mem-bench/bin");
     let exe = |mpi: crate::launch::Mpi| bindir.join(format!("footprint-{}", mpi.name()));
     // What each name runs: the tables read it (which are diwarp, under which MPI, in which mode).
@@ -157,6 +163,7 @@ fn run_all(
     let ntotal = a.runs as usize * a.ranks.len() * list.len();
     let t_all = Instant::now();
     let mut k = 0;
+    let mut ok = 0;
     for r in 1..=a.runs {
         for &n in &a.ranks {
             for t in list {
@@ -199,6 +206,7 @@ fn run_all(
                             });
                             note = format!("  (report: {fin} finalize lines)");
                         }
+                        ok += 1;
                         "ok".to_owned()
                     } else if rc == 124 {
                         format!("timeout after {}s", a.timeout)
@@ -218,5 +226,5 @@ fn run_all(
             }
         }
     }
-    Ok(())
+    Ok(ok)
 }
