@@ -30,10 +30,15 @@ _transports_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The diwarp command that holds the table: the build tree's when it is newer than the table's
 # source, else the one scripts/build-provider builds (beside the directory it prints).
 _transports_diwarp() {
-  local bin="${CARGO_TARGET_DIR:-$_transports_here/target}/release/diwarp" dir log rc=0
-  if [ -x "$bin" ] && [ "$bin" -nt "$_transports_here/channel/cli/src/transports.rs" ]; then
-    echo "$bin"; return 0
-  fi
+  local bin dir log rc=0
+  # The checkout's own build too: a harness that gives each run a CARGO_TARGET_DIR of its own
+  # (mpi-faults) would otherwise build everything again just to read the table.
+  for bin in ${CARGO_TARGET_DIR:+"$CARGO_TARGET_DIR/release/diwarp"} \
+             "$_transports_here/target/release/diwarp"; do
+    if [ -x "$bin" ] && [ "$bin" -nt "$_transports_here/channel/cli/src/transports.rs" ]; then
+      echo "$bin"; return 0
+    fi
+  done
   log=$(mktemp)
   dir=$("$_transports_here/scripts/build-provider" 2> "$log") || rc=$?
   [ $rc = 0 ] || { echo "transports.sh: scripts/build-provider failed:" >&2; tail -20 "$log" >&2; }
