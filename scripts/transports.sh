@@ -5,22 +5,7 @@
 # [NAME=VALUE...]": the MPI, the transport of scripts/mpirun-diwarp, then diwarp's settings for
 # that entry (environment variables every rank of its runs gets; scripts/mpirun-diwarp forwards
 # FI_DIWARP_* under both MPIs).
-#   mpich-diwarp           MPICH ch4:ofi, FI_PROVIDER=diwarp, the provider's default mode (hybrid)
-#   mpich-diwarp-ud        the same, FI_DIWARP_MODE=ud: every peer over datagrams
-#   mpich-diwarp-rc        the same, FI_DIWARP_MODE=rc: every peer over a TCP connection (iWARP/MPA)
-#   mpich-diwarp-hybrid    the same, FI_DIWARP_MODE=hybrid, the provider's cap (FI_DIWARP_RC_MAX 16)
-#   mpich-diwarp-hybrid4   hybrid with FI_DIWARP_RC_MAX=4
-#   mpich-diwarp-hybrid16  hybrid with FI_DIWARP_RC_MAX=16
-#   mpich-tcp              MPICH, FI_PROVIDER=tcp: libfabric 2.x's native tcp RDM provider
-#   mpich-tcp-rxm          MPICH, FI_PROVIDER="tcp;ofi_rxm"
-#   mpich-udp-rxd          MPICH, FI_PROVIDER="udp;ofi_rxd"
-#   ompi-btl-tcp           Open MPI, --mca pml ob1 --mca btl tcp,self
-#   ompi-diwarp            Open MPI, pml cm + mtl ofi, provider diwarp, its default mode (hybrid)
-#   ompi-diwarp-ud         the same, FI_DIWARP_MODE=ud
-#   ompi-diwarp-rc         the same, FI_DIWARP_MODE=rc
-#   ompi-diwarp-hybrid     the same, FI_DIWARP_MODE=hybrid
-#   ompi-mtl-ofi-tcp       Open MPI, pml cm + mtl ofi, "tcp;ofi_rxm" (libfabric 1.17)
-#   ompi-udp-rxd           Open MPI, pml cm + mtl ofi, "udp;ofi_rxd"
+# The names and what each runs: `diwarp transports`.
 # Launch a transport through transport_cmd (below), never from the table by hand: it also
 # clears the settings the table chooses (transport_owned) from the caller's environment, so
 # that a name always means the same run (mpich-diwarp is the provider's default even if the

@@ -20,6 +20,11 @@ fn sets() -> &'static Mutex<Sets> {
     SETS.get_or_init(Mutex::default)
 }
 
+/// Whether any registration is held.
+pub fn any() -> bool {
+    COUNT.load(Ordering::Relaxed) != 0
+}
+
 /// `EPOLL_CTL_ADD` or `EPOLL_CTL_MOD` of `fd` in `epfd` succeeded.
 pub fn set(epfd: i32, fd: i32, interest: Interest) {
     if sets()
@@ -45,7 +50,7 @@ pub fn remove(epfd: i32, fd: i32) {
 
 /// `fd` is being closed: as an epoll set, and as a member of any.
 pub fn closed(fd: i32) {
-    if COUNT.load(Ordering::Relaxed) == 0 {
+    if !any() {
         return;
     }
     let mut s = sets().lock();

@@ -17,6 +17,11 @@ fn set() -> &'static Mutex<HashSet<i32>> {
     SET.get_or_init(Mutex::default)
 }
 
+/// Whether any socket is marked.
+pub fn any() -> bool {
+    COUNT.load(Ordering::Relaxed) != 0
+}
+
 pub fn mark(fd: i32) {
     if set().lock().insert(fd) {
         COUNT.fetch_add(1, Ordering::Relaxed);
@@ -25,7 +30,7 @@ pub fn mark(fd: i32) {
 
 /// Forgets `fd` (the program unset the option, or closed it); whether it was marked.
 pub fn unmark(fd: i32) -> bool {
-    if COUNT.load(Ordering::Relaxed) == 0 {
+    if !any() {
         return false;
     }
     let gone = set().lock().remove(&fd);
@@ -43,7 +48,7 @@ pub fn auto() -> bool {
 }
 
 pub fn is_marked(fd: i32) -> bool {
-    COUNT.load(Ordering::Relaxed) != 0 && set().lock().contains(&fd)
+    any() && set().lock().contains(&fd)
 }
 
 #[cfg(test)]

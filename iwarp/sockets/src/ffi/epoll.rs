@@ -96,10 +96,7 @@ unsafe fn wait_mixed(
                 (st.conduit.ready(), st.conduit.next_wakeup())
             };
             pending |= r.pending;
-            wake = match (wake, w) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            wake = [wake, w].into_iter().flatten().min();
             let ev = epoll_table::with(epfd, *fd, |i| i.report(&r)).unwrap_or(0);
             if ev != 0 {
                 got.push(libc::epoll_event {

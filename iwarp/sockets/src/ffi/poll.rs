@@ -48,19 +48,20 @@ fn poll_mixed(
     let deadline = deadline(timeout_ms);
     let mut ask = fds.to_vec();
     loop {
+        let mut wake: Option<Instant> = None;
         let ready: Vec<Ready> = streams
             .iter()
-            .map(|(_, s)| s.lock().conduit.ready())
+            .map(|(_, s)| {
+                let mut st = s.lock();
+                wake = [wake, st.conduit.next_wakeup()].into_iter().flatten().min();
+                st.conduit.ready()
+            })
             .collect();
         let found = streams
             .iter()
             .zip(&ready)
             .any(|((i, _), r)| poll_revents(r, fds[*i].events) != 0);
         let pending = ready.iter().any(|r| r.pending);
-        let wake = streams
-            .iter()
-            .filter_map(|(_, s)| s.lock().conduit.next_wakeup())
-            .min();
         for ((i, _), r) in streams.iter().zip(&ready) {
             ask[*i].events = libc::POLLIN | if r.pending { libc::POLLOUT } else { 0 };
         }
