@@ -14,7 +14,7 @@ use crate::addr::EpName;
 use crate::av::AddressVector;
 use crate::cntr::Counter;
 use crate::cq::{CompletionQueue, Progress};
-use crate::data::{DataPath, Outputs, RecvArgs, RmaArgs, SendArgs};
+use crate::data::{DataPath, Outputs, RecvArgs, RmaArgs, SendArgs, DEFAULT_MIN_MULTI_RECV};
 use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
@@ -23,10 +23,6 @@ use crate::info::{negotiate, Info, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::memory::report::{Counters, Heap, Report, SCHEMA};
 use crate::memory::{self, Shared, Watch};
 use crate::progress::{Ticker, TICK};
-
-/// Until the application sets FI_OPT_MIN_MULTI_RECV, a multi-receive buffer is released once
-/// less than this much of it is left (MPICH sets the same value itself).
-pub const DEFAULT_MIN_MULTI_RECV: usize = 16 * 1024;
 
 /// What `fi_ep_bind` attaches.
 pub enum Bind {

@@ -33,6 +33,7 @@ pub mod params;
 pub mod path;
 pub mod peer;
 pub mod progress;
+pub mod waiter;
 
 #[cfg(test)]
 mod testutil {

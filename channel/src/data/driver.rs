@@ -508,7 +508,7 @@ impl DataPath {
     }
 
     /// The progress thread's epoll set: the connections join it as they come up.
-    pub fn set_waiter(&mut self, w: Arc<crate::progress::Waiter>) {
+    pub fn set_waiter(&mut self, w: Arc<crate::waiter::Waiter>) {
         self.paths.set_waiter(w);
     }
 

@@ -55,16 +55,15 @@ use complete::kind_flag;
 pub use complete::Outputs;
 pub use driver::DataPath;
 use multi::MultiInFlight;
+pub use multi::DEFAULT_MIN_MULTI_RECV;
 use ops::{Held, Op, Outgoing, PendingSend, Recv, RndvRecv, Role};
 pub use ops::{RecvArgs, RmaArgs, SendArgs, INJECT_CALL, PROVIDER_BITS};
 use push::{Parked, Parking, Pieces, PushKey};
+pub use wire::CHUNK;
 use wire::{Matching, Msg, MATCH_HEADER};
 
 /// Sources not in the address vector: only receives from any peer match them.
 const UNKNOWN_PEER: PeerId = PeerId(u32::MAX - 1);
-
-/// Rendezvous data per chunk: one RD message of this size plus its header fits a datagram.
-pub const CHUNK: usize = 60 * 1024;
 
 /// Largest eager payload: an eager message, like a chunk, fits one datagram, so it can be
 /// handled where it arrived.
@@ -268,7 +267,7 @@ impl State {
                 eager,
                 push,
                 directed: true,
-                min_multi_recv: crate::endpoint::DEFAULT_MIN_MULTI_RECV,
+                min_multi_recv: DEFAULT_MIN_MULTI_RECV,
                 stall_limit,
                 budget,
             },

@@ -10,6 +10,10 @@
 use crate::cq::Completion;
 use crate::hash::Map;
 
+/// Until the application sets FI_OPT_MIN_MULTI_RECV, a multi-receive buffer is released once
+/// less than this much of it is left (MPICH sets the same value itself).
+pub const DEFAULT_MIN_MULTI_RECV: usize = 16 * 1024;
+
 /// What happens once a buffer's last piece in flight completes.
 #[derive(Debug)]
 enum Release {

@@ -39,6 +39,9 @@
 
 use crate::matching::Kind;
 
+/// Rendezvous data per chunk: one RD message of this size plus its header fits a datagram.
+pub const CHUNK: usize = 60 * 1024;
+
 const EAGER: u8 = 1;
 const RTS: u8 = 2;
 const CTS: u8 = 3;

@@ -32,7 +32,7 @@ use policies::promote::{Answer, Decision, Mode, Policy, Refusal};
 use crate::addr::EpName;
 use crate::diag;
 use crate::hash::Map;
-use crate::progress::{Interest, Waiter, CONNECTIONS};
+use crate::waiter::{Interest, Waiter, CONNECTIONS};
 pub use conn::{Conn, Unacked};
 use hello::Reason;
 use setup::{Pending, Setups};

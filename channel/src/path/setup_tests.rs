@@ -11,7 +11,7 @@ use policies::promote::{Config as Promote, Mode};
 
 use super::{Gone, RcPaths};
 use crate::addr::EpName;
-use crate::progress::{Waiter, CONNECTIONS};
+use crate::waiter::{Waiter, CONNECTIONS};
 
 struct Nothing;
 
