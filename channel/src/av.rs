@@ -16,9 +16,9 @@ use crate::addr::{EpName, NameError};
 use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
-use crate::ffi::sys::{FI_AV_MAP, FI_AV_TABLE, FI_AV_UNSPEC, FI_MORE, FI_SYNC_ERR};
 use crate::hash::Map;
 use crate::log::{misconfigured, Subsys};
+use crate::sys::{FI_AV_MAP, FI_AV_TABLE, FI_AV_UNSPEC, FI_MORE, FI_SYNC_ERR};
 
 /// `FI_ADDR_NOTAVAIL`: the handle of an address that could not be inserted.
 pub const ADDR_NOTAVAIL: u64 = u64::MAX;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
-use crate::ffi::sys::{FI_CNTR_EVENTS_COMP, FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_YIELD};
+use crate::sys::{FI_CNTR_EVENTS_COMP, FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_YIELD};
 
 #[derive(Debug)]
 pub struct Counter {
@@ -70,7 +70,7 @@ impl Counter {
                 return Ok(());
             }
             if self.read_err() != errors {
-                return Err(Errno(crate::ffi::sys::FI_EAVAIL));
+                return Err(Errno(crate::sys::FI_EAVAIL));
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Errno::TIMEDOUT);
@@ -106,7 +106,7 @@ mod tests {
     #[test]
     fn wait_objects_are_refused() {
         let d = domain();
-        let fd = crate::ffi::sys::FI_WAIT_FD;
+        let fd = crate::sys::FI_WAIT_FD;
         assert_eq!(
             Counter::open(&d, FI_CNTR_EVENTS_COMP, fd, 0).err(),
             Some(Errno::NOSYS)

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
-use crate::ffi::sys::*;
+use crate::sys::*;
 
 /// How much of each completion the application reads (`struct fi_cq_*_entry`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

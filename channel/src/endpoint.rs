@@ -18,11 +18,11 @@ use crate::data::{DataPath, Outputs, RecvArgs, RmaArgs, SendArgs, DEFAULT_MIN_MU
 use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
-use crate::ffi::sys::*;
 use crate::info::{negotiate, Info, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::memory::report::{Counters, Heap, Report, SCHEMA};
 use crate::memory::{self, Shared, Watch};
-use crate::progress::{Ticker, TICK};
+use crate::progress::{Driven, Ticker, TICK};
+use crate::sys::*;
 
 /// What `fi_ep_bind` attaches.
 pub enum Bind {
@@ -235,7 +235,7 @@ impl Endpoint {
             .filter(|_| config.mem_report.is_some());
         self.memory.lock().start(
             &first,
-            crate::ffi::heap::provider_heap(),
+            crate::raw::heap::provider_heap(),
             Instant::now(),
             every,
         );
@@ -469,9 +469,9 @@ impl Endpoint {
             (d.memory(), counters, kernel, d.budget())
         };
         let sample = memory::charge(&mem, &self.shared_memory());
-        let (in_use, held) = crate::ffi::heap::process_heap();
+        let (in_use, held) = crate::raw::heap::process_heap();
         let heap = Heap {
-            provider: crate::ffi::heap::provider_heap() as u64,
+            provider: crate::raw::heap::provider_heap() as u64,
             process_in_use: in_use as u64,
             process_held: held as u64,
         };
@@ -559,6 +559,24 @@ impl Endpoint {
             return Err(Errno::INVAL);
         }
         Ok(())
+    }
+}
+
+impl Driven for Endpoint {
+    fn polls(&self) -> u64 {
+        Endpoint::polls(self)
+    }
+    fn tick(&self) -> Duration {
+        Endpoint::tick(self)
+    }
+    fn try_progress_alone(&self, taken: &mut u64, woke_readable: bool) -> Option<(Instant, bool)> {
+        Endpoint::try_progress_alone(self, taken, woke_readable)
+    }
+    fn report_if_due(&self, now: Instant) -> Option<Instant> {
+        Endpoint::report_if_due(self, now)
+    }
+    fn watch_connections(&self, on: bool) {
+        Endpoint::watch_connections(self, on)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::ffi::sys;
+use crate::sys;
 
 /// A positive libfabric error number; entry points hand its negation to the caller.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,13 +37,13 @@ impl Errno {
 
 impl fmt::Debug for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Errno({}: {})", self.0, crate::ffi::strerror(*self))
+        write!(f, "Errno({}: {})", self.0, crate::raw::strerror(self.0))
     }
 }
 
 impl fmt::Display for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::ffi::strerror(*self))
+        f.write_str(&crate::raw::strerror(self.0))
     }
 }
 

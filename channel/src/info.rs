@@ -4,7 +4,7 @@
 //! in both directions. [`negotiate`] holds every rule, each traceable to what MPICH or Open MPI
 //! asks.
 
-use crate::ffi::sys::*;
+use crate::sys::*;
 
 pub const PROVIDER_NAME: &str = "diwarp";
 pub const FABRIC_NAME: &str = "diwarp";

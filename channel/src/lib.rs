@@ -33,6 +33,8 @@ pub mod params;
 pub mod path;
 pub mod peer;
 pub mod progress;
+mod raw;
+mod sys;
 pub mod waiter;
 
 #[cfg(test)]

@@ -2,11 +2,11 @@
 //! and `FI_LOG_SUBSYS` like every other provider's.
 //!
 //! Use [`diag!`](crate::diag): `diag!(Warn, Av, "bad address {i}")`. The message is only formatted
-//! when the core would print it. Outside a loaded provider (unit tests) nothing is printed.
+//! when the core would print it. The lines go to a [`Sink`] that `fi_prov_ini` installs; until
+//! one is (unit tests) nothing is printed.
 
 use std::fmt;
-
-use crate::ffi;
+use std::sync::OnceLock;
 
 /// libfabric's log levels, most important first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,15 +32,31 @@ pub enum Subsys {
     Cntr,
 }
 
+/// Where log lines go: libfabric's `fi_log`, installed by the C layer when the core loads the
+/// provider, so that this module stays below everything that logs.
+pub trait Sink: Sync {
+    fn enabled(&self, level: Level, subsys: Subsys) -> bool;
+    fn emit(&self, level: Level, subsys: Subsys, func: &str, line: u32, msg: &str);
+}
+
+static SINK: OnceLock<&'static dyn Sink> = OnceLock::new();
+
+/// Sends every later line to `sink` (the first one installed stays).
+pub fn install(sink: &'static dyn Sink) {
+    let _ = SINK.set(sink);
+}
+
 pub fn enabled(level: Level, subsys: Subsys) -> bool {
-    ffi::log::enabled(level, subsys)
+    SINK.get().is_some_and(|s| s.enabled(level, subsys))
 }
 
 /// Formats and emits one message; callers check [`enabled`] first (the macro does).
 pub fn write(level: Level, subsys: Subsys, func: &str, line: u32, args: fmt::Arguments<'_>) {
-    let mut msg = fmt::format(args);
-    msg.push('\n');
-    ffi::log::emit(level, subsys, func, line, &msg);
+    if let Some(sink) = SINK.get() {
+        let mut msg = fmt::format(args);
+        msg.push('\n');
+        sink.emit(level, subsys, func, line, &msg);
+    }
 }
 
 /// A setup that cannot work (ranks of different builds): logged as a warning, and said on

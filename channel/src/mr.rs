@@ -11,9 +11,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::{Errno, Result};
-use crate::ffi::mem::UserMem;
-use crate::ffi::sys::{FI_ENOKEY, FI_REMOTE_READ, FI_REMOTE_WRITE};
 use crate::hash::Map;
+use crate::raw::mem::UserMem;
+use crate::sys::{FI_ENOKEY, FI_REMOTE_READ, FI_REMOTE_WRITE};
 
 /// Why a peer's access was refused (the target logs it; the initiator gets FI_EACCES).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -154,7 +154,7 @@ fn check<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ffi::sys::FI_READ;
+    use crate::sys::FI_READ;
 
     #[test]
     fn writes_and_reads_inside_a_region_only() {

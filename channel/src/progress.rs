@@ -14,7 +14,6 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::endpoint::Endpoint;
 use crate::waiter::{Interest, Waiter, DATAGRAMS};
 
 /// The progress thread wakes at least this often while the application does not poll, so
@@ -32,6 +31,22 @@ const APP_ACTIVE: Duration = Duration::from_millis(2);
 /// senders' timers have learned the lag.
 const ARRIVAL_PACE: Duration = Duration::from_millis(2);
 
+/// What the progress thread drives: the endpoint, seen from below.
+pub trait Driven: Send + Sync + 'static {
+    /// Progress calls the application made so far.
+    fn polls(&self) -> u64;
+    /// How long the thread sleeps at most while nothing is due.
+    fn tick(&self) -> Duration;
+    /// The thread's turn, if the data path is free: when something is next due, and whether a
+    /// wake by an arrival (`woke_readable`) found nothing to take (`taken`: datagrams read so
+    /// far), so the next wait should not watch.
+    fn try_progress_alone(&self, taken: &mut u64, woke_readable: bool) -> Option<(Instant, bool)>;
+    /// A periodic report, if one is due at `now`; returns when the next one is.
+    fn report_if_due(&self, now: Instant) -> Option<Instant>;
+    /// Whether the thread's epoll set watches the connections for arrivals.
+    fn watch_connections(&self, on: bool);
+}
+
 /// The progress thread of an enabled endpoint.
 #[derive(Debug)]
 pub struct Ticker {
@@ -43,7 +58,10 @@ pub struct Ticker {
 impl Ticker {
     /// Starts the thread for `ep`, waiting on `arrivals` (a descriptor of the endpoint's
     /// datagram socket), if any; without it the thread runs on its timers alone.
-    pub fn start(ep: Weak<Endpoint>, arrivals: Option<std::net::UdpSocket>) -> nix::Result<Ticker> {
+    pub fn start<E: Driven>(
+        ep: Weak<E>,
+        arrivals: Option<std::net::UdpSocket>,
+    ) -> nix::Result<Ticker> {
         let stop = Arc::new(AtomicBool::new(false));
         let waiter = Arc::new(Waiter::new()?);
         let (flag, w) = (Arc::clone(&stop), Arc::clone(&waiter));
@@ -71,8 +89,8 @@ impl Ticker {
     }
 }
 
-fn run(
-    ep: &Weak<Endpoint>,
+fn run<E: Driven>(
+    ep: &Weak<E>,
     stop: &AtomicBool,
     waiter: &Waiter,
     arrivals: Option<&std::net::UdpSocket>,

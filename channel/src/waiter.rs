@@ -137,6 +137,8 @@ impl std::fmt::Debug for Waiter {
 mod tests {
     use super::*;
     use std::net::UdpSocket;
+    use std::sync::Arc;
+    use std::time::Instant;
 
     #[test]
     fn wakes_on_a_watched_socket_on_a_wake_and_at_the_timeout() {

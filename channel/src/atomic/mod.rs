@@ -9,7 +9,7 @@ mod tests;
 
 pub use apply::apply;
 
-use crate::ffi::sys::{fi_datatype, fi_op};
+use crate::sys::{fi_datatype, fi_op};
 
 /// The element types offered: the integers and the two IEEE floats (not the complex types,
 /// `long double` or the 128-bit integers, which MPI's one-sided paths do not need here).

@@ -9,8 +9,8 @@
 
 use super::*;
 use crate::atomic::{self, AtomicOp, Call, Datatype};
-use crate::ffi::mem::UserMem;
 use crate::mr::Refusal;
+use crate::raw::mem::UserMem;
 use wire::AtomicRequest;
 
 /// An atomic operation as the caller asked for it.

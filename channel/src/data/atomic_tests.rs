@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use super::tests::{next, ok, pair, pair_with, Got, Side};
 use super::*;
 use crate::atomic::{self, AtomicOp, Datatype};
-use crate::ffi::mem::UserMem;
 use crate::params::Config;
+use crate::raw::mem::UserMem;
 
 const KEY: u64 = 1 << 63 | 0x3b;
 

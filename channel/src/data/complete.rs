@@ -5,8 +5,8 @@ use std::sync::Arc;
 use crate::cntr::Counter;
 use crate::cq::{Completion, CompletionError, CompletionQueue};
 use crate::error::Errno;
-use crate::ffi::sys::*;
 use crate::matching::Kind;
+use crate::sys::*;
 
 use super::ops::INJECT_CALL;
 

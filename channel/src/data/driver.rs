@@ -20,10 +20,10 @@ use crate::addr::EpName;
 use crate::av::AddressVector;
 use crate::diag;
 use crate::error::{Errno, Result};
-use crate::ffi::sys::FI_PEEK;
 use crate::params::Config;
 use crate::path::{self, RcPaths};
 use crate::peer;
+use crate::sys::FI_PEEK;
 
 /// Longest an RC connection may take to come up (bounded by the peer timeout too).
 const RC_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

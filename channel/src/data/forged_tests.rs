@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use super::tests::{next, ok, pair_with_peer_timeout, pattern, recv, send, wait_idle, Got, Side};
 use super::wire::Matching;
 use super::*;
-use crate::ffi::mem::UserMem;
+use crate::raw::mem::UserMem;
 
 /// B's region, open to remote reads and writes.
 const KEY: u64 = 5;

@@ -11,8 +11,8 @@ use policies::{Account, Scale};
 use super::tests::{next, ok, pair, pattern, recv, send, wait_idle, Side};
 use super::wire::Matching;
 use super::*;
-use crate::ffi::mem::UserMem;
 use crate::params::Config;
+use crate::raw::mem::UserMem;
 
 fn bytes(s: &Side, a: Account) -> usize {
     s.ep.sample_memory().get(a).bytes
@@ -438,7 +438,7 @@ fn the_ledger_explains_the_heap_and_closing_gives_it_back() {
 #[test]
 #[ignore = "run alone, in a process of its own, by the_ledger_explains_the_heap_and_closing_gives_it_back"]
 fn heap_alone() {
-    use crate::ffi::heap::provider_heap;
+    use crate::raw::heap::provider_heap;
     // Lazily built statics (logging, parameters) are taken by a first pair.
     drop(pair());
     let h0 = provider_heap();
@@ -683,7 +683,7 @@ fn a_small_budget_bounds_held_pushes_and_spare_buffers() {
         // make progress and try again.
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let (mem, _) = crate::ffi::mem::UserMem::owned(pattern(len, i as u8));
+            let (mem, _) = crate::raw::mem::UserMem::owned(pattern(len, i as u8));
             let args = SendArgs {
                 kind: Kind::Msg,
                 dest: 1,

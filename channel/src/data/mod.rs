@@ -39,7 +39,6 @@ use crate::av::{AddressVector, ADDR_NOTAVAIL};
 use crate::cq::Completion;
 use crate::diag;
 use crate::error::{Errno, Result};
-use crate::ffi::sys::*;
 use crate::hash::Map;
 use crate::info::INJECT_SIZE;
 use crate::matching::{
@@ -48,6 +47,7 @@ use crate::matching::{
 };
 use crate::mr::SharedMrs;
 use crate::peer::{self, Peers, Verdict};
+use crate::sys::*;
 pub use atomic::AtomicArgs;
 pub use budget::Budget;
 use bufs::SendBufs;

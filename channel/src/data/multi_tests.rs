@@ -3,8 +3,8 @@
 
 use super::tests::{next, ok, pair_with, pattern, send, wait_rendezvous, Got, Side};
 use super::*;
-use crate::ffi::mem::UserMem;
 use crate::params::Config;
+use crate::raw::mem::UserMem;
 
 const BUF: usize = 300 * 1024;
 const LONG: usize = 280_000;

@@ -6,8 +6,8 @@ use std::time::Instant;
 use iwarp::verbs::AddressHandle;
 
 use super::push::PushKey;
-use crate::ffi::mem::UserMem;
 use crate::matching::{Delivery, Kind};
+use crate::raw::mem::UserMem;
 
 /// A send or inject, as the application posted it.
 #[derive(Debug)]

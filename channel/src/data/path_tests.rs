@@ -158,7 +158,7 @@ fn numbered_stream(
 
 /// A receive from any source and tag (the tag's bits all ignored).
 fn recv_any(s: &Side, len: usize, ctx: usize) -> Arc<parking_lot::Mutex<Vec<u8>>> {
-    let (mem, v) = crate::ffi::mem::UserMem::owned(vec![0; len]);
+    let (mem, v) = crate::raw::mem::UserMem::owned(vec![0; len]);
     s.ep.recv(RecvArgs {
         kind: Kind::Tagged,
         src: FI_ADDR_UNSPEC,
@@ -263,7 +263,7 @@ fn a_rank_that_does_not_poll_acknowledges_over_its_connection() {
     std::thread::sleep(Duration::from_millis(50));
     let rc_before = a.ep.with_data(|d| d.path_stats().0.rc_messages);
     for i in 0..3u8 {
-        let (mem, _) = crate::ffi::mem::UserMem::owned(pattern(4096, i));
+        let (mem, _) = crate::raw::mem::UserMem::owned(pattern(4096, i));
         a.ep.send(SendArgs {
             kind: Kind::Tagged,
             dest: 1,
@@ -303,7 +303,7 @@ fn a_rank_that_does_not_poll_acknowledges_over_its_connection() {
 
 /// A send over a connection waits for the peer's acknowledgement; `flags` as the caller's.
 fn send_waiting(s: &Side, tag: u64, n: usize, ctx: usize) {
-    let (mem, _) = crate::ffi::mem::UserMem::owned(pattern(n, tag as u8));
+    let (mem, _) = crate::raw::mem::UserMem::owned(pattern(n, tag as u8));
     s.ep.send(SendArgs {
         kind: Kind::Tagged,
         dest: 1,

@@ -8,7 +8,7 @@ use super::tests::{
     Side,
 };
 use super::*;
-use crate::ffi::mem::UserMem;
+use crate::raw::mem::UserMem;
 
 const KEY: u64 = 1 << 63 | 0x2a;
 

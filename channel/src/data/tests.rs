@@ -9,8 +9,8 @@ use super::*;
 use crate::av::AddressVector;
 use crate::cq::{CompletionError, CompletionQueue};
 use crate::endpoint::{Bind, Endpoint};
-use crate::ffi::mem::UserMem;
 use crate::params::Config;
+use crate::raw::mem::UserMem;
 use crate::testutil::domain_with;
 
 pub(super) struct Side {

@@ -8,13 +8,13 @@ use std::mem::size_of;
 use std::os::raw::c_int;
 
 use super::ep;
-use super::mem::UserMem;
 use super::panic::entry;
-use super::sys::*;
 use crate::atomic::{max_count, AtomicOp, Call, Datatype};
 use crate::data::{AtomicArgs, INJECT_CALL, PROVIDER_BITS};
 use crate::error::{Errno, Result};
 use crate::info::IOV_LIMIT;
+use crate::raw::mem::UserMem;
+use crate::sys::*;
 
 type Ctx = *mut c_void;
 type Ep = *mut fid_ep;

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use super::ep::copy_out;
 use super::obj::{self, Object};
 use super::panic::{entry, entry_or};
-use super::{domain, stubs, sys};
+use super::{domain, stubs};
 use crate::addr::EpName;
 use crate::av::{straddr as to_text, AddressVector};
 use crate::error::{Errno, Result};
+use crate::sys;
 
 static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
 

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use super::obj::{self, Object};
 use super::panic::{entry, entry_or};
-use super::{domain, stubs, sys};
+use super::{domain, stubs};
 use crate::cntr::Counter;
 use crate::error::Result;
+use crate::sys;
 
 static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
 

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use super::obj::{self, Object};
 use super::panic::{entry, entry_or};
-use super::{domain, stubs, sys};
+use super::{domain, stubs};
 use crate::cq::{Completion, CompletionQueue, CqFormat};
 use crate::error::{Errno, Result};
+use crate::sys;
 
 static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
 

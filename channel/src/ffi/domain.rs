@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{atomic, av, cntr, cq, ep, fabric, info, mr, stubs, sys};
+use super::{atomic, av, cntr, cq, ep, fabric, info, mr, stubs};
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
+use crate::sys;
 
 static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
 

@@ -8,10 +8,11 @@ use std::ptr;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{atomic, av, cntr, cq, domain, info, msg, rma, stubs, sys};
+use super::{atomic, av, cntr, cq, domain, info, msg, rma, stubs};
 use crate::addr::EpName;
 use crate::endpoint::{Bind, Endpoint};
 use crate::error::{Errno, Result};
+use crate::sys;
 
 static FI_OPS: sys::fi_ops = sys::fi_ops {
     bind: Some(bind),

@@ -7,9 +7,10 @@ use std::ptr;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{domain, provider, stubs, sys};
+use super::{domain, provider, stubs};
 use crate::error::Errno;
 use crate::fabric::Fabric;
+use crate::sys;
 
 static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
 

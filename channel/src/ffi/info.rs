@@ -4,9 +4,9 @@ use std::ffi::{CStr, CString};
 use std::os::raw::c_char;
 use std::ptr;
 
-use super::sys;
 use crate::error::{Errno, Result};
 use crate::info::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use crate::sys;
 
 /// SAFETY: `p` is null or a NUL-terminated string.
 unsafe fn string(p: *const c_char) -> Option<String> {

@@ -1,10 +1,11 @@
-//! The C side of [`crate::log`].
+//! The C side of [`crate::log`]: its [`Sink`] into libfabric's `fi_log`.
 
 use std::ffi::CString;
 use std::os::raw::c_int;
 
-use super::{provider, sys};
-use crate::log::{Level, Subsys};
+use super::provider;
+use crate::log::{Level, Sink, Subsys};
+use crate::sys;
 
 fn level(l: Level) -> sys::fi_log_level {
     match l {
@@ -30,9 +31,22 @@ fn subsys(s: Subsys) -> sys::fi_log_subsys {
     }
 }
 
+/// libfabric's logging, which `fi_prov_ini` installs.
+pub(super) struct Core;
+
+impl Sink for Core {
+    fn enabled(&self, l: Level, s: Subsys) -> bool {
+        enabled(l, s)
+    }
+
+    fn emit(&self, l: Level, s: Subsys, func: &str, line: u32, msg: &str) {
+        emit(l, s, func, line, msg)
+    }
+}
+
 /// Only a provider the core has loaded may log: the core keys its filters on the provider
 /// struct it registered (and unit tests run without a core).
-pub(crate) fn enabled(l: Level, s: Subsys) -> bool {
+fn enabled(l: Level, s: Subsys) -> bool {
     if !provider::is_loaded() {
         return false;
     }
@@ -40,7 +54,7 @@ pub(crate) fn enabled(l: Level, s: Subsys) -> bool {
     unsafe { sys::fi_log_enabled(provider::ptr(), level(l), subsys(s)) != 0 }
 }
 
-pub(crate) fn emit(l: Level, s: Subsys, func: &str, line: u32, msg: &str) {
+fn emit(l: Level, s: Subsys, func: &str, line: u32, msg: &str) {
     if !provider::is_loaded() {
         return;
     }

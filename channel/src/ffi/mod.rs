@@ -10,8 +10,7 @@
 //! identifies its class, which is how a fid handed back by the application is checked.
 #![allow(unsafe_code)]
 
-pub(crate) mod log;
-pub(crate) mod sys;
+mod log;
 
 mod atomic;
 mod av;
@@ -20,9 +19,7 @@ mod cq;
 mod domain;
 mod ep;
 mod fabric;
-pub(crate) mod heap;
 mod info;
-pub(crate) mod mem;
 mod mr;
 mod msg;
 mod obj;
@@ -33,15 +30,3 @@ mod rma;
 mod stubs;
 #[cfg(test)]
 mod tests;
-
-use std::ffi::CStr;
-use std::os::raw::c_int;
-
-use crate::error::Errno;
-
-/// libfabric's text for an error number.
-pub(crate) fn strerror(e: Errno) -> String {
-    // SAFETY: fi_strerror returns a pointer to a static, NUL-terminated string for any input.
-    let s = unsafe { CStr::from_ptr(sys::fi_strerror(e.0 as c_int)) };
-    s.to_string_lossy().into_owned()
-}

@@ -6,12 +6,13 @@ use std::mem::size_of;
 use std::os::raw::c_int;
 use std::sync::Arc;
 
-use super::mem::UserMem;
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{domain, stubs, sys};
+use super::{domain, stubs};
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
+use crate::raw::mem::UserMem;
+use crate::sys;
 
 static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
 

@@ -5,13 +5,13 @@ use std::ffi::c_void;
 use std::mem::size_of;
 
 use super::ep;
-use super::mem::UserMem;
 use super::panic::entry;
-use super::sys::*;
 use crate::data::{RecvArgs, SendArgs, INJECT_CALL, PROVIDER_BITS};
 use crate::error::{Errno, Result};
 use crate::info::IOV_LIMIT;
 use crate::matching::Kind;
+use crate::raw::mem::UserMem;
+use crate::sys::*;
 
 type Ctx = *mut c_void;
 type Ep = *mut fid_ep;

@@ -4,8 +4,8 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::Arc;
 
-use super::sys;
 use crate::error::{Errno, Result};
+use crate::sys;
 
 /// A safe object the application sees through a fid of type `Fid`.
 pub(super) trait Object: Sized + 'static {

@@ -4,9 +4,10 @@ use std::ffi::{c_void, CStr, CString};
 use std::os::raw::{c_char, c_int};
 use std::ptr;
 
-use super::{provider, sys};
+use super::provider;
 use crate::diag;
 use crate::params::{ParamKind, ParamSource, ParamSpec, ParamValue, PARAMS};
+use crate::sys;
 
 fn kind(k: ParamKind) -> sys::fi_param_type {
     match k {

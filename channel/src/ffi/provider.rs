@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use super::panic::{entry, entry_or};
-use super::{fabric, info, param, sys};
+use super::{fabric, info, param};
 use crate::diag;
 use crate::error::Errno;
 use crate::info::{fi_version, negotiate, provider_version};
 use crate::params::Config;
+use crate::sys;
 
 /// The core writes into `context` (`ofi_prov_ctx`: provider type, logging and layering
 /// switches), so the struct must be writable memory, never rodata.
@@ -62,6 +63,7 @@ pub extern "C" fn fi_prov_ini() -> *mut sys::fi_provider {
             (*p).fi_version = sys::fi_version();
         }
         LOADED.store(true, Ordering::Release);
+        crate::log::install(&super::log::Core);
         param::define_all();
         let config = CONFIG.get_or_init(|| Config::from_source(&param::CoreParams));
         // SAFETY: as above; fi_version has just been written.

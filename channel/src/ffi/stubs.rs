@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use std::mem::size_of;
 use std::os::raw::{c_char, c_int};
 
-use super::sys::*;
+use crate::sys::*;
 
 macro_rules! enosys {
     ($($name:ident($($arg:ty),*) -> $ret:ty;)*) => {$(

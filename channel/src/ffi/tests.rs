@@ -7,9 +7,9 @@ use std::os::raw::c_int;
 use std::ptr::{self, null, null_mut};
 
 use super::provider;
-use super::sys::*;
 use crate::addr::EpName;
 use crate::error::Errno;
+use crate::sys::*;
 
 fn neg(e: u64) -> c_int {
     -(e as c_int)

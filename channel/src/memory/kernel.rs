@@ -5,7 +5,7 @@ use std::os::fd::BorrowedFd;
 
 use serde::Serialize;
 
-use crate::ffi::heap::{socket_memory, SocketMemory};
+use crate::raw::heap::{socket_memory, SocketMemory};
 
 /// Sums over the endpoint's sockets of `SO_MEMINFO` (`ss -m`'s skmem), in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

@@ -10,7 +10,7 @@ use iwarp::verbs::{QpConfig, QueuePair, RcQp, SendOpcode, SendWr};
 use serde::Serialize;
 
 use super::kernel::{self, KernelMemory};
-use crate::ffi::heap::provider_heap;
+use crate::raw::heap::provider_heap;
 
 /// Bytes per connection end (the mean of the two ends).
 #[derive(Clone, Copy, Debug, Default, Serialize)]

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::sys::iovec;
 use crate::error::{Errno, Result};
+use crate::sys::iovec;
 
 /// One contiguous piece: an address and a length.
 #[derive(Clone, Copy, Debug)]
@@ -44,7 +44,7 @@ impl UserMem {
     ///
     /// SAFETY: `ptr` is valid for reads and writes of `len` bytes until the operation it
     /// belongs to completes.
-    pub(super) unsafe fn from_raw(ptr: *const u8, len: usize) -> Result<UserMem> {
+    pub(crate) unsafe fn from_raw(ptr: *const u8, len: usize) -> Result<UserMem> {
         if ptr.is_null() && len > 0 {
             return Err(Errno::INVAL);
         }
@@ -62,7 +62,7 @@ impl UserMem {
     ///
     /// SAFETY: `iov` is null (with `count` 0) or points to `count` iovecs, each valid as for
     /// [`UserMem::from_raw`].
-    pub(super) unsafe fn from_iov(iov: *const iovec, count: usize) -> Result<UserMem> {
+    pub(crate) unsafe fn from_iov(iov: *const iovec, count: usize) -> Result<UserMem> {
         if count == 0 {
             return UserMem::from_raw(std::ptr::null(), 0);
         }
