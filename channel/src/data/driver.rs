@@ -136,6 +136,7 @@ impl DataPath {
             config.push_size,
             config.peer_timeout,
             Budget::new(config.mem_budget),
+            Instant::now(),
         );
         st.count_traffic = paths.enabled();
         Ok(DataPath {
@@ -213,6 +214,7 @@ impl DataPath {
     }
 
     pub fn send(&mut self, a: SendArgs) -> Result<()> {
+        self.st.now = Instant::now();
         self.room()?;
         let r = self.st.send(a);
         self.flush_backlog();
@@ -220,6 +222,7 @@ impl DataPath {
     }
 
     pub fn recv(&mut self, a: RecvArgs) -> Result<()> {
+        self.st.now = Instant::now();
         if a.flags & FI_PEEK != 0 {
             // A peek must see what has arrived by now.
             self.progress();
@@ -231,6 +234,7 @@ impl DataPath {
 
     /// Starts an RMA write (`write`) or read (`rma.rs`).
     pub fn rma(&mut self, write: bool, a: RmaArgs) -> Result<()> {
+        self.st.now = Instant::now();
         self.room()?;
         let r = self.st.rma(write, a);
         self.flush_backlog();
@@ -238,6 +242,7 @@ impl DataPath {
     }
 
     pub fn atomic(&mut self, a: super::AtomicArgs) -> Result<()> {
+        self.st.now = Instant::now();
         self.room()?;
         let r = self.st.atomic(a);
         self.flush_backlog();
@@ -245,6 +250,7 @@ impl DataPath {
     }
 
     pub fn cancel(&mut self, context: usize) -> Result<()> {
+        self.st.now = Instant::now();
         self.st.cancel(context)
     }
 
@@ -471,6 +477,7 @@ impl DataPath {
     /// Drains the queue pair (which runs its I/O and timers, and lends arrivals to the state)
     /// and posts what waited for room.
     pub fn progress(&mut self) {
+        self.st.now = Instant::now();
         self.flush_backlog();
         let mut wcs = std::mem::take(&mut self.wcs);
         loop {
@@ -535,6 +542,7 @@ impl DataPath {
     /// first.
     fn progress_paths(&mut self) {
         let now = Instant::now();
+        self.st.now = now;
         self.note_traffic(now);
         if self.paths.connections() == 0 && !self.paths.enabled() {
             return;
@@ -660,6 +668,7 @@ impl DataPath {
     /// peers' messages with it.
     #[cfg(test)]
     pub fn feed(&mut self, src: std::net::SocketAddr, payload: &[u8]) {
+        self.st.now = Instant::now();
         let bytes = self.forge(src, payload);
         iwarp::verbs::RdReceiver::message(&mut self.st, src, &bytes);
         self.flush_backlog();
@@ -679,6 +688,7 @@ impl DataPath {
     /// not taken.
     #[cfg(test)]
     pub fn feed_segments(&mut self, src: std::net::SocketAddr, payload: &[u8], cuts: &[usize]) {
+        self.st.now = Instant::now();
         use iwarp::verbs::{RdReceiver, SEGMENT_HEAD};
         let payload = self.forge(src, payload);
         let mut at: Vec<usize> = cuts

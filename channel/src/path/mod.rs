@@ -35,7 +35,7 @@ use crate::hash::Map;
 use crate::waiter::{Interest, Waiter, CONNECTIONS};
 pub use conn::{Conn, Unacked};
 use hello::Reason;
-use setup::{Pending, Setups};
+use setup::{Pending, Setups, Stage};
 
 /// What the paths did, for the report.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
@@ -347,7 +347,7 @@ impl<R> RcPaths<R> {
         let mut i = 0;
         while i < self.setups.list.len() {
             let p = &mut self.setups.list[i];
-            if p.abandoned {
+            if p.stage == Stage::Abandoned {
                 self.take_setup(i);
                 continue;
             }
@@ -360,13 +360,13 @@ impl<R> RcPaths<R> {
                     let answer = self.answer(now, &pd, resend);
                     diag!(Debug, EpCtrl, "RC request answered: {answer:?}");
                     let p = &mut self.setups.list[i];
-                    p.answered = true;
                     match answer {
                         Ok(peer) => {
-                            p.peer = Some(peer);
+                            p.stage = Stage::Answered(Some(peer));
                             p.rc.accept_with(&self.me.encode());
                         }
                         Err(why) => {
+                            p.stage = Stage::Answered(None);
                             self.stats.refused += 1;
                             p.rc.reject_with(why.encode());
                         }
@@ -430,13 +430,14 @@ impl<R> RcPaths<R> {
         est: iwarp::verbs::Established,
         resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
     ) {
-        let Some(expected) = p.peer else { return };
+        let Some(expected) = p.peer() else { return };
         let addr = expected.udp_addr();
         let cfg = self
             .setups
             .config_for(SocketAddr::new(expected.ip, expected.tcp_port));
         let id = self.id(addr);
-        if p.initiator {
+        let initiator = p.initiator();
+        if initiator {
             // The responder must be the endpoint we meant, not a new one on its port.
             let told = EpName::decode(&est.peer_private_data);
             if told.ok() != Some(expected) {
@@ -473,7 +474,7 @@ impl<R> RcPaths<R> {
             Debug,
             EpCtrl,
             "RC connection to {addr} up (initiator {}, local {:?})",
-            p.initiator,
+            initiator,
             qp.local_addr()
         );
         self.stats.connected += 1;
@@ -482,23 +483,20 @@ impl<R> RcPaths<R> {
     }
 
     fn setup_failed(&mut self, now: Instant, p: Pending, e: VerbsError) {
-        if p.abandoned {
-            return;
-        }
-        let Some(peer) = p.peer else {
+        let Some(peer) = p.peer() else {
             return; // a request we refused, or one that never said who it was from
         };
         let addr = peer.udp_addr();
         let id = self.id(addr);
         let reason = match &e {
-            VerbsError::Rejected { private_data } if p.initiator => Reason::decode(private_data),
+            VerbsError::Rejected { private_data } if p.initiator() => Reason::decode(private_data),
             _ => None,
         };
         diag!(
             Debug,
             EpCtrl,
             "RC set-up with {addr} failed: {e} (initiator {})",
-            p.initiator
+            p.initiator()
         );
         match reason {
             Some(Reason::Lost) => {

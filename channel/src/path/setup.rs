@@ -9,15 +9,37 @@ use iwarp::verbs::{same_host, QpConfig, RcSetup, VerbsError};
 
 use crate::addr::EpName;
 
+/// How far a set-up has come, and whose it is (as `xnet_state` in libfabric's tcp provider).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Ours: connecting to the peer.
+    Connecting(EpName),
+    /// Ours, given up for the peer's own connection: its outcome does not matter.
+    Abandoned,
+    /// Theirs: accepted, its request (which says who it is) not yet answered.
+    Asked,
+    /// Theirs: answered; the peer if we took its request, `None` if we refused it.
+    Answered(Option<EpName>),
+}
+
 pub struct Pending {
     pub rc: RcSetup,
-    /// Ours: the peer we connect to. Theirs: the peer, once its request was accepted.
-    pub peer: Option<EpName>,
-    pub initiator: bool,
-    /// Theirs: answered.
-    pub answered: bool,
-    /// Ours, given up for the peer's own connection: its outcome does not matter.
-    pub abandoned: bool,
+    pub stage: Stage,
+}
+
+impl Pending {
+    /// Ours: the peer we connect to. Theirs: the peer, once its request was taken.
+    pub fn peer(&self) -> Option<EpName> {
+        match self.stage {
+            Stage::Connecting(n) | Stage::Answered(Some(n)) => Some(n),
+            Stage::Abandoned | Stage::Asked | Stage::Answered(None) => None,
+        }
+    }
+
+    /// Ours (we connect), not a peer's we accepted.
+    pub fn initiator(&self) -> bool {
+        matches!(self.stage, Stage::Connecting(_) | Stage::Abandoned)
+    }
 }
 
 pub struct Setups {
@@ -60,10 +82,7 @@ impl Setups {
         let rc = RcSetup::connect(to, &self.config_for(to), &me.encode(), now)?;
         self.list.push(Pending {
             rc,
-            peer: Some(*peer),
-            initiator: true,
-            answered: false,
-            abandoned: false,
+            stage: Stage::Connecting(*peer),
         });
         Ok(())
     }
@@ -76,10 +95,7 @@ impl Setups {
         match RcSetup::accept_deciding(stream, &self.config_for(from), now) {
             Ok(rc) => self.list.push(Pending {
                 rc,
-                peer: None,
-                initiator: false,
-                answered: false,
-                abandoned: false,
+                stage: Stage::Asked,
             }),
             Err(e) => crate::diag!(Info, EpCtrl, "RC connection from {from} dropped: {e}"),
         }
@@ -89,21 +105,21 @@ impl Setups {
     pub fn connecting_to(&self, addr: SocketAddr) -> bool {
         self.list
             .iter()
-            .any(|p| p.initiator && !p.abandoned && p.peer.is_some_and(|n| n.udp_addr() == addr))
+            .any(|p| matches!(p.stage, Stage::Connecting(n) if n.udp_addr() == addr))
     }
 
     /// Whether a connection with `addr` is being set up, ours or one of its we accepted.
     pub fn involves(&self, addr: SocketAddr) -> bool {
         self.list
             .iter()
-            .any(|p| !p.abandoned && p.peer.is_some_and(|n| n.udp_addr() == addr))
+            .any(|p| p.peer().is_some_and(|n| n.udp_addr() == addr))
     }
 
     /// Gives up our connection to `addr`: the peer's wins.
     pub fn abandon(&mut self, addr: SocketAddr) {
         for p in &mut self.list {
-            if p.initiator && p.peer.is_some_and(|n| n.udp_addr() == addr) {
-                p.abandoned = true;
+            if matches!(p.stage, Stage::Connecting(n) if n.udp_addr() == addr) {
+                p.stage = Stage::Abandoned;
             }
         }
     }

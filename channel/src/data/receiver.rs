@@ -1,0 +1,224 @@
+//! The queue pair's view of the data path ([`RdReceiver`]): arrivals lent where they lie, held
+//! for their turn in the peer's sequence, and chunks placed at once, even in place.
+
+use super::*;
+
+/// Arrivals, lent by the queue pair, behind their per-peer header (`peer`). They are handed
+/// over in the peer's sequence; a rendezvous chunk is placed at once, whatever its turn.
+impl RdReceiver for State {
+    fn early(&mut self, src: SocketAddr, payload: &[u8], in_order: bool) -> bool {
+        let (verdict, seq, body) = self.peers.arrive(src, payload);
+        // Counted once: an early offer it does not take comes again in its turn.
+        let comes_again = verdict == Verdict::Ahead && !in_order && !wire::is_data(body);
+        if verdict != Verdict::Dropped && !comes_again {
+            self.log_traffic(src, None, body.len(), wire::is_rts(body));
+        }
+        match verdict {
+            Verdict::Dropped => {}
+            Verdict::Now => self.hand_over(src, body),
+            Verdict::Ahead if wire::is_data(body) => {
+                self.peers.taken_ahead(src, seq);
+                self.handle_message(src, body);
+            }
+            // Another path carries the messages before it.
+            Verdict::Ahead if in_order => self.peers.hold(src, seq, body),
+            // It comes again in its turn on this path.
+            Verdict::Ahead => return false,
+        }
+        true
+    }
+
+    fn message(&mut self, src: SocketAddr, payload: &[u8]) {
+        self.early(src, payload, true);
+    }
+
+    /// An eager message or a chunk behind the longest header (EAGER's and RTS's).
+    fn max_message(&self) -> usize {
+        EAGER_MAX.max(CHUNK) + MATCH_HEADER + peer::HEADER
+    }
+
+    /// A chunk cut into several datagrams (an MTU below the chunk) goes into the receive
+    /// segment by segment: no reassembly buffer, no second copy. Its number is settled with
+    /// its first segment; a duplicate is reassembled and dropped whole.
+    fn segment(&mut self, src: SocketAddr, head: &[u8], offset: usize, bytes: &[u8]) -> bool {
+        let Some(head) = head.get(peer::HEADER..) else {
+            return false;
+        };
+        if offset > 0 {
+            // A taken message's first segment held the whole per-peer header.
+            let offset = offset.saturating_sub(peer::HEADER);
+            return self.take_segment(src, head, offset, bytes);
+        }
+        let (verdict, seq, body) = self.peers.arrive(src, bytes);
+        let first = match verdict {
+            Verdict::Now | Verdict::Ahead => body,
+            Verdict::Dropped => return false,
+        };
+        if !self.take_segment(src, head, 0, first) {
+            return false;
+        }
+        match verdict {
+            Verdict::Now => self.hand_over_rest(src),
+            _ => self.peers.taken_ahead(src, seq),
+        }
+        true
+    }
+
+    /// A rendezvous chunk over a connection, whose receive is posted and has room for it, is
+    /// read from the socket straight into the receive.
+    fn in_place(&mut self, src: SocketAddr, head: &[u8], len: usize) -> bool {
+        let Some(chunk) = len.checked_sub(IN_PLACE_HEADERS) else {
+            return false;
+        };
+        self.peers.would_take(src, head)
+            && self
+                .in_place_target(src, head)
+                .is_some_and(|(d, at)| fits(d, at, chunk))
+    }
+
+    fn read_in_place(
+        &mut self,
+        src: SocketAddr,
+        head: &[u8],
+        offset: usize,
+        max: usize,
+        read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
+    ) -> std::io::Result<usize> {
+        let placed = match (
+            self.in_place_target(src, head),
+            offset.checked_sub(IN_PLACE_HEADERS),
+        ) {
+            (Some((d, at)), Some(past)) => {
+                d.recv
+                    .mem
+                    .read_at(d.offset + at as usize + past, max, read)?
+            }
+            _ => 0,
+        };
+        if placed > 0 {
+            return Ok(placed);
+        }
+        // Its receive went (cancelled, the endpoint closing): the bytes are read and dropped.
+        read(&mut vec![0; max.min(CHUNK)])
+    }
+
+    fn placed(&mut self, src: SocketAddr, head: &[u8], len: usize) {
+        let (verdict, seq, body) = self.peers.arrive(src, head);
+        if verdict == Verdict::Dropped {
+            return;
+        }
+        self.log_traffic(src, None, len - peer::HEADER, false);
+        if verdict == Verdict::Ahead {
+            self.peers.taken_ahead(src, seq);
+        }
+        self.heard_from(src);
+        match wire::parse(body) {
+            Ok((
+                _,
+                Msg::Data {
+                    recv_id,
+                    offset,
+                    payload,
+                },
+            )) => {
+                self.stats.chunks_in_place += 1;
+                self.data_arrived(src, recv_id, offset, payload, len - IN_PLACE_HEADERS)
+            }
+            _ => self.stats.malformed += 1,
+        }
+        if verdict == Verdict::Now {
+            self.hand_over_rest(src);
+        }
+    }
+}
+
+/// The headers in front of a chunk's bytes: the per-peer header and DATA's.
+const IN_PLACE_HEADERS: usize = peer::HEADER + wire::DATA_HEADER;
+
+impl State {
+    /// The delivery and the offset in it of the DATA chunk that starts with `head` (behind its
+    /// per-peer header), if its receive is posted and from `src`.
+    pub(super) fn in_place_target(
+        &self,
+        src: SocketAddr,
+        head: &[u8],
+    ) -> Option<(&Delivery<Recv>, u64)> {
+        let Ok((
+            _,
+            Msg::Data {
+                recv_id, offset, ..
+            },
+        )) = wire::parse(head.get(peer::HEADER..)?)
+        else {
+            return None;
+        };
+        let r = self.rx.rndv.get(&recv_id).filter(|r| r.from == src)?;
+        Some((&r.delivery, offset))
+    }
+}
+
+impl State {
+    /// Hands over `body`, whose turn it is, and the held messages whose turn comes after it.
+    pub(super) fn hand_over(&mut self, src: SocketAddr, body: &[u8]) {
+        self.handle_message(src, body);
+        self.hand_over_rest(src);
+    }
+
+    /// The message whose turn it was is handled: hands over the held ones that follow.
+    pub(super) fn hand_over_rest(&mut self, src: SocketAddr) {
+        self.peers.handed(src);
+        while let Some(held) = self.peers.ready(src) {
+            self.handle_message(src, &held);
+        }
+    }
+
+    /// A segment of a chunk, into its receive (see [`RdReceiver::segment`]); `head` and
+    /// `offset` are past the per-peer header.
+    pub(super) fn take_segment(
+        &mut self,
+        src: SocketAddr,
+        head: &[u8],
+        offset: usize,
+        bytes: &[u8],
+    ) -> bool {
+        let (recv_id, chunk_at, pushed) = match wire::parse(head) {
+            Ok((
+                _,
+                Msg::Data {
+                    recv_id, offset, ..
+                },
+            )) => (recv_id, offset, false),
+            Ok((
+                _,
+                Msg::Push {
+                    handle, offset: at, ..
+                },
+            )) => {
+                match self.rx.pushing_into.get(&(src, handle)) {
+                    Some(&recv_id) => (recv_id, at, true),
+                    None if offset == 0 => return false,
+                    // Taken, and its receive ended since (a short receive is full): counted
+                    // with the chunk's first segment.
+                    None => return true,
+                }
+            }
+            _ => return false,
+        };
+        if offset == 0 {
+            self.heard_from(src);
+        }
+        // The first segment starts with the header; later ones are payload only.
+        let (skip, at) = match offset.checked_sub(wire::DATA_HEADER) {
+            Some(at) => (0, at),
+            None => (wire::DATA_HEADER - offset, 0),
+        };
+        match (bytes.get(skip..), chunk_at.checked_add(at as u64)) {
+            (Some(payload), Some(at)) if pushed => {
+                self.push_into(src, recv_id, at, payload, offset == 0)
+            }
+            (Some(payload), Some(at)) => self.on_data(src, recv_id, at, payload),
+            _ => self.stats.malformed += 1,
+        }
+        true
+    }
+}
