@@ -420,6 +420,8 @@ fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
 #[cfg(test)]
 mod atomic_tests;
 #[cfg(test)]
+mod copy_tests;
+#[cfg(test)]
 mod forged_tests;
 #[cfg(test)]
 mod ledger_tests;
@@ -428,6 +430,10 @@ mod multi_tests;
 #[cfg(test)]
 mod path_tests;
 #[cfg(test)]
+mod push_tests;
+#[cfg(test)]
 mod rma_tests;
+#[cfg(test)]
+mod standin_tests;
 #[cfg(test)]
 mod tests;

@@ -24,7 +24,7 @@ pub(super) fn pair() -> (Side, Side) {
 }
 
 /// An endpoint (not yet enabled) and a tagged CQ for it.
-fn open_side(d: &Arc<crate::domain::Domain>) -> (Arc<Endpoint>, Arc<CompletionQueue>) {
+pub(super) fn open_side(d: &Arc<crate::domain::Domain>) -> (Arc<Endpoint>, Arc<CompletionQueue>) {
     let v = crate::info::fi_version(1, 17);
     let ep = Endpoint::open(d, v, &d.info.clone()).unwrap();
     let cq = CompletionQueue::open(d, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 0).unwrap();
@@ -166,14 +166,14 @@ pub(super) fn ok(g: Got) -> Completion {
 }
 
 #[test]
-fn eager_and_rendezvous_arrive_intact_in_order() {
+pub(super) fn eager_and_rendezvous_arrive_intact_in_order() {
     let (a, b) = pair();
     eager_and_rendezvous_intact_in_order((&a, &b));
 }
 
 /// At an Ethernet MTU every chunk spans many datagrams: they go straight into the receive.
 #[test]
-fn eager_and_rendezvous_arrive_intact_in_order_at_ethernet_datagrams() {
+pub(super) fn eager_and_rendezvous_arrive_intact_in_order_at_ethernet_datagrams() {
     let (a, b) = pair_at_ethernet_datagrams();
     eager_and_rendezvous_intact_in_order((&a, &b));
 }
@@ -216,7 +216,7 @@ pub(super) fn eager_and_rendezvous_intact_in_order((a, b): (&Side, &Side)) {
 /// eager messages of mixed sizes, several datagrams each at an Ethernet MTU, every byte checked
 /// while later sends take the buffers of earlier ones.
 #[test]
-fn reused_send_buffers_never_change_bytes_in_flight() {
+pub(super) fn reused_send_buffers_never_change_bytes_in_flight() {
     let (a, b) = pair_at_ethernet_datagrams();
     let eager = Config::default().eager_size;
     let sizes = [3000, eager, 9000, eager - 1, 2049, 20_000];
@@ -245,7 +245,7 @@ fn reused_send_buffers_never_change_bytes_in_flight() {
 }
 
 #[test]
-fn unexpected_messages_wait_and_match_by_tag_and_source() {
+pub(super) fn unexpected_messages_wait_and_match_by_tag_and_source() {
     let (a, b) = pair();
     send(&a, 1, Kind::Tagged, 1, pattern(100, 1), 1);
     send(&a, 1, Kind::Tagged, 2, pattern(200_000, 2), 2);
@@ -273,7 +273,7 @@ fn unexpected_messages_wait_and_match_by_tag_and_source() {
 }
 
 #[test]
-fn truncation_reports_the_lost_bytes_for_both_protocols() {
+pub(super) fn truncation_reports_the_lost_bytes_for_both_protocols() {
     let (a, b) = pair();
     for (i, (len, room)) in [(1000, 10), (300_000, 70_000)].into_iter().enumerate() {
         let buf = recv(&b, 0, Kind::Tagged, 5, room, i);
@@ -294,7 +294,7 @@ fn truncation_reports_the_lost_bytes_for_both_protocols() {
 }
 
 /// Posts a bufferless tagged receive from handle 0 with `flags` (FI_PEEK and its companions).
-fn peek(s: &Side, tag: u64, ctx: usize, flags: u64) {
+pub(super) fn peek(s: &Side, tag: u64, ctx: usize, flags: u64) {
     s.ep.recv(RecvArgs {
         kind: Kind::Tagged,
         src: 0,
@@ -308,7 +308,7 @@ fn peek(s: &Side, tag: u64, ctx: usize, flags: u64) {
 }
 
 #[test]
-fn peek_miss_cancel_and_bad_addresses() {
+pub(super) fn peek_miss_cancel_and_bad_addresses() {
     let (a, b) = pair();
     peek(&b, 3, 77, FI_PEEK);
     match next(&b, &a) {
@@ -336,7 +336,7 @@ fn peek_miss_cancel_and_bad_addresses() {
 }
 
 #[test]
-fn malformed_messages_are_counted_and_dropped() {
+pub(super) fn malformed_messages_are_counted_and_dropped() {
     let (a, b) = pair();
     let mut qp = RdQp::create(QpConfig::default()).unwrap();
     qp.bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
@@ -394,7 +394,7 @@ pub(super) fn wait_rendezvous(s: &Side, n: usize) {
     }
 }
 
-fn expect_eio(s: &Side, other: &Side, ctx: usize) {
+pub(super) fn expect_eio(s: &Side, other: &Side, ctx: usize) {
     match next(s, other) {
         Got::Err(e) => {
             assert_eq!(e.err, Errno(FI_EIO as u32), "{e:?}");
@@ -406,7 +406,7 @@ fn expect_eio(s: &Side, other: &Side, ctx: usize) {
 }
 
 #[test]
-fn rendezvous_receive_fails_when_its_sender_is_gone_before_the_cts() {
+pub(super) fn rendezvous_receive_fails_when_its_sender_is_gone_before_the_cts() {
     let (a, b) = pair_with_peer_timeout(Duration::from_millis(300));
     // Only the CTS's failure may end the receive here, not B's watch on silent senders.
     b.ep.with_data(|d| d.set_stall_limit(Duration::from_secs(600)));
@@ -434,7 +434,7 @@ fn rendezvous_receive_fails_when_its_sender_is_gone_before_the_cts() {
 }
 
 #[test]
-fn rendezvous_receive_fails_when_its_sender_goes_silent() {
+pub(super) fn rendezvous_receive_fails_when_its_sender_goes_silent() {
     let (a, b) = pair();
     let _buf = recv(&b, 0, Kind::Tagged, 9, 5 << 20, 42);
     send(&a, 1, Kind::Tagged, 9, pattern(5 << 20, 5), 1);
@@ -454,7 +454,7 @@ fn rendezvous_receive_fails_when_its_sender_goes_silent() {
 }
 
 #[test]
-fn a_receive_waiting_behind_its_senders_other_transfer_is_not_failed() {
+pub(super) fn a_receive_waiting_behind_its_senders_other_transfer_is_not_failed() {
     // A's chunks leave in posting order: the second message's receive hears nothing of its
     // own until the first, much larger one is through, but it hears A all along.
     let (a, b) = pair();
@@ -480,7 +480,7 @@ fn a_receive_waiting_behind_its_senders_other_transfer_is_not_failed() {
 }
 
 #[test]
-fn rendezvous_send_waits_for_a_live_receiver_and_fails_when_it_is_gone() {
+pub(super) fn rendezvous_send_waits_for_a_live_receiver_and_fails_when_it_is_gone() {
     let (a, b) = pair_with_peer_timeout(Duration::from_millis(300));
     send(&a, 1, Kind::Tagged, 9, pattern(1 << 20, 7), 5);
     // B has not posted a receive: A keeps waiting (its probes are acknowledged) for three
@@ -522,7 +522,7 @@ fn rendezvous_send_waits_for_a_live_receiver_and_fails_when_it_is_gone() {
 /// A rank that computes (never polls) still acknowledges what arrives, through its progress
 /// thread, so a peer's send completes without waiting for the thread's tick, here 60 s.
 #[test]
-fn a_rank_that_does_not_poll_acknowledges_what_arrives() {
+pub(super) fn a_rank_that_does_not_poll_acknowledges_what_arrives() {
     let (a, b) = pair();
     b.ep.set_tick(Duration::from_secs(60));
     // The thread is asleep on the old tick (10 ms) until it next looks.
@@ -552,522 +552,4 @@ fn a_rank_that_does_not_poll_acknowledges_what_arrives() {
         assert_eq!((c.op_context, c.tag, c.len), (70, 40 + u64::from(i), 4096));
         assert_eq!(*buf.lock(), pattern(4096, i));
     }
-}
-
-/// Two enabled endpoints: A's AV holds both (handle 1 is B), B's only B (handle 0); B's AV
-/// is returned for the test to insert A later.
-fn b_knows_only_itself() -> (Side, Side, Arc<AddressVector>) {
-    let d = domain_with(Config::default());
-    let (a, acq) = open_side(&d);
-    let (b, bcq) = open_side(&d);
-    let a_av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
-    let names: Vec<u8> = [a.name(), b.name()]
-        .iter()
-        .flat_map(|n| n.encode())
-        .collect();
-    assert_eq!(a_av.insert(&names, 0).unwrap().count, 2);
-    let b_av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
-    assert_eq!(b_av.insert(&b.name().encode(), 0).unwrap().count, 1);
-    for (ep, cq, av) in [(&a, &acq, &a_av), (&b, &bcq, &b_av)] {
-        ep.bind(Bind::Av(av.clone()), 0).unwrap();
-        ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
-            .unwrap();
-        ep.enable().unwrap();
-    }
-    (Side { ep: a, cq: acq }, Side { ep: b, cq: bcq }, b_av)
-}
-
-/// A peer may send as soon as it knows our address, before we have inserted its (MPICH's
-/// init does). Once inserted, the receive directed at that peer (whose post notices the
-/// insert) matches the message and reports the peer as the source.
-#[test]
-fn a_message_from_a_peer_not_yet_in_the_av_matches_once_it_is_inserted() {
-    let (a, b, b_av) = b_knows_only_itself();
-    send(&a, 1, Kind::Tagged, 5, pattern(100, 9), 1);
-    assert_eq!(ok(next(&a, &b)).op_context, 1, "B acknowledged it");
-    // B has taken the message in; now it inserts A (handle 1) and receives from it.
-    for _ in 0..100 {
-        let _ = b.cq.read(0, |_, _| ());
-    }
-    assert_eq!(b_av.insert(&a.ep.name().encode(), 0).unwrap().handles, [1]);
-    let buf = recv(&b, 1, Kind::Tagged, 5, 100, 2);
-    let c = ok(next(&b, &a));
-    assert_eq!((c.op_context, c.tag, c.len, c.src), (2, 5, 100, Some(1)));
-    assert_eq!(*buf.lock(), pattern(100, 9));
-}
-
-/// Open MPI inserts a peer only to send to it or to receive from it by name, so a rank takes
-/// messages from senders it never inserted (across hosts: rank 0 of a flood). They match
-/// receives from any peer at once, rendezvous included, with no source address; once the
-/// sender is inserted, its messages still queued match the receives directed at it, in the
-/// order sent, the insert noticed by the next arrival (the test above has it noticed by a
-/// receive post).
-#[test]
-fn messages_from_a_sender_never_inserted_match_at_once_and_follow_it_into_the_av() {
-    let (a, b, b_av) = b_knows_only_itself();
-    // (tag, length): message 2 goes by rendezvous; 3 and 4 share a tag.
-    let msgs = [
-        (20, 100),
-        (21, 100),
-        (22, 70_000),
-        (23, 100),
-        (23, 200),
-        (25, 0),
-    ];
-    for (i, &(tag, len)) in msgs.iter().enumerate() {
-        send(&a, 1, Kind::Tagged, tag, pattern(len, i as u8), i + 1);
-    }
-    let any = FI_ADDR_UNSPEC;
-    let first = recv(&b, any, Kind::Tagged, 20, 100, 100);
-    let big = recv(&b, any, Kind::Tagged, 22, 70_000, 102);
-    let mut got = [next(&b, &a), next(&b, &a)].map(ok);
-    got.sort_by_key(|c| c.op_context);
-    for (c, (ctx, tag, len)) in got.iter().zip([(100, 20, 100), (102, 22, 70_000)]) {
-        assert_eq!((c.op_context, c.tag, c.len), (ctx, tag, len));
-        assert_eq!(c.src, Some(ADDR_NOTAVAIL), "B does not know the sender");
-    }
-    assert_eq!(*first.lock(), pattern(100, 0));
-    assert!(*big.lock() == pattern(70_000, 2));
-    let mut sent: Vec<usize> = (0..msgs.len())
-        .map(|_| ok(next(&a, &b)).op_context)
-        .collect();
-    sent.sort_unstable();
-    assert_eq!(sent, [1, 2, 3, 4, 5, 6], "B acknowledged every message");
-
-    // Noticed by the next arrival: it comes after the stand-in's messages.
-    assert_eq!(b_av.insert(&a.ep.name().encode(), 0).unwrap().handles, [1]);
-    send(&a, 1, Kind::Tagged, 23, pattern(300, 6), 7);
-    assert_eq!(ok(next(&a, &b)).op_context, 7);
-    for (i, (tag, len)) in [
-        (1, (21, 100)),
-        (3, (23, 100)),
-        (4, (23, 200)),
-        (6, (23, 300)),
-        (5, (25, 0)),
-    ] {
-        let buf = recv(&b, 1, Kind::Tagged, tag, len, 200 + i);
-        let c = ok(next(&b, &a));
-        assert_eq!(
-            (c.op_context, c.tag, c.len, c.src),
-            (200 + i, tag, len, Some(1))
-        );
-        assert_eq!(*buf.lock(), pattern(len, i as u8), "message {i}");
-    }
-}
-
-#[test]
-fn an_inject_above_the_eager_size_is_copied_at_once() {
-    // The caller may reuse an injected buffer as soon as the call returns, so an inject larger
-    // than the eager size must not go by rendezvous, which reads the buffer later.
-    let (a, b) = pair_with(Config {
-        eager_size: 1024,
-        ..Config::default()
-    });
-    let want = pattern(crate::info::INJECT_SIZE, 5);
-    let (mem, backing) = UserMem::owned(want.clone());
-    let inject = |mem| SendArgs {
-        kind: Kind::Tagged,
-        dest: 1,
-        mem,
-        tag: 12,
-        data: None,
-        context: 0,
-        flags: FI_INJECT | INJECT_CALL,
-    };
-    a.ep.send(inject(mem)).unwrap();
-    backing.lock().fill(0xEE);
-    let buf = recv(&b, 0, Kind::Tagged, 12, want.len(), 90);
-    let c = ok(next(&b, &a));
-    assert_eq!((c.op_context, c.tag, c.len), (90, 12, want.len()));
-    assert!(*buf.lock() == want, "the receiver got the reused buffer");
-    let (big, _) = UserMem::owned(vec![0; crate::info::INJECT_SIZE + 1]);
-    assert_eq!(a.ep.send(inject(big)).unwrap_err(), Errno::INVAL);
-}
-
-#[test]
-fn copies_held_for_a_peer_that_does_not_answer_are_bounded_in_bytes() {
-    let eager = Config::default().eager_size;
-    copies_bounded(COPIED_MAX, eager);
-    copies_bounded(budget::MIN, eager);
-    // Short messages, which the queue pair copies behind their header.
-    copies_bounded(budget::MIN, 4096);
-}
-
-/// Copied sends complete at once; what the peer has not acknowledged stays with us. Past the
-/// budget's share for copies a send is refused with FI_EAGAIN (MPI retries it), not queued
-/// without end.
-fn copies_bounded(total: usize, n: usize) {
-    let copied_max = Budget::new(total).copies;
-    let (a, b) = pair_with(Config {
-        mem_budget: total,
-        ..Config::default()
-    });
-    b.ep.shutdown();
-    drop(b);
-    let most = copied_max / n + 1;
-    let mut sent = 0;
-    let refused = loop {
-        let (mem, _) = UserMem::owned(pattern(n, sent as u8));
-        match a.ep.send(SendArgs {
-            kind: Kind::Tagged,
-            dest: 1,
-            mem,
-            tag: 4,
-            data: None,
-            context: sent,
-            flags: 0,
-        }) {
-            Ok(()) => sent += 1,
-            Err(e) => break e,
-        }
-        assert!(
-            sent <= most,
-            "{sent} sends of {n} B taken for a silent peer"
-        );
-    };
-    assert_eq!(refused, Errno::AGAIN);
-    assert!(
-        sent * n >= copied_max / 2,
-        "refused after only {sent} sends"
-    );
-    let held = a.ep.with_data(|d| d.memory().queue_pair.total());
-    assert!(
-        held <= copied_max + (8 << 20),
-        "the queue pair holds {held} B"
-    );
-}
-
-#[test]
-fn an_unacknowledged_inject_keeps_the_endpoint_busy() {
-    // An inject completes once copied and is posted without a completion of its own; the
-    // linger at close must still wait for its acknowledgement, or a rank's last messages
-    // could vanish with it (MPICH does no barrier at finalize for unknown providers).
-    let (a, b) = pair();
-    b.ep.shutdown();
-    drop(b);
-    let (mem, _) = UserMem::owned(pattern(64, 1));
-    a.ep.send(SendArgs {
-        kind: Kind::Tagged,
-        dest: 1,
-        mem,
-        tag: 3,
-        data: None,
-        context: 0,
-        flags: FI_INJECT | INJECT_CALL,
-    })
-    .unwrap();
-    let until = Instant::now() + Duration::from_millis(200);
-    while Instant::now() < until {
-        let _ = a.cq.read(0, |_, _| ());
-        assert!(
-            !a.ep.with_data(|d| d.idle()),
-            "an unacknowledged inject was forgotten"
-        );
-    }
-}
-
-#[test]
-fn a_copied_send_completes_at_once_unless_asked_to_wait_for_the_peer() {
-    // A peer that never answers: only a send asked for no completion level completes (its
-    // bytes are copied and kept for the queue pair); one asked for the peer's acknowledgement
-    // (FI_TRANSMIT_COMPLETE) or its placement (FI_DELIVERY_COMPLETE) waits.
-    let (a, b) = pair();
-    b.ep.shutdown();
-    drop(b);
-    for (i, level) in [0, FI_TRANSMIT_COMPLETE, FI_DELIVERY_COMPLETE]
-        .into_iter()
-        .enumerate()
-    {
-        let (mem, backing) = UserMem::owned(pattern(4096, i as u8));
-        a.ep.send(SendArgs {
-            kind: Kind::Tagged,
-            dest: 1,
-            mem,
-            tag: 7,
-            data: None,
-            context: 500 + i,
-            flags: FI_COMPLETION | level,
-        })
-        .unwrap();
-        backing.lock().fill(0);
-    }
-    let mut done = Vec::new();
-    let until = Instant::now() + Duration::from_millis(200);
-    while Instant::now() < until {
-        let _ = a.cq.read(8, |_, c| done.push(c.op_context));
-    }
-    assert_eq!(
-        done,
-        [500],
-        "only the send that asked for no level completed"
-    );
-    assert!(
-        !a.ep.with_data(|d| d.idle()),
-        "the copied send's bytes were forgotten before an acknowledgement"
-    );
-}
-
-/// FI_INJECT in a `*msg` call's flags means only that the buffer is copied: the send still
-/// completes. An `fi_inject*` call (INJECT_CALL) generates no completion.
-#[test]
-fn an_injected_send_completes_unless_it_came_from_an_inject_call() {
-    let (a, b) = pair();
-    for (ctx, flags) in [
-        (61, FI_INJECT | FI_COMPLETION),
-        (62, FI_INJECT | INJECT_CALL),
-    ] {
-        let (mem, _) = UserMem::owned(pattern(100, ctx as u8));
-        a.ep.send(SendArgs {
-            kind: Kind::Tagged,
-            dest: 1,
-            mem,
-            tag: ctx as u64,
-            data: None,
-            context: ctx,
-            flags,
-        })
-        .unwrap();
-    }
-    for ctx in [61u64, 62] {
-        let buf = recv(&b, 0, Kind::Tagged, ctx, 100, 0);
-        assert_eq!(ok(next(&b, &a)).tag, ctx);
-        assert!(*buf.lock() == pattern(100, ctx as u8));
-    }
-    let mut done = Vec::new();
-    let until = Instant::now() + Duration::from_millis(100);
-    while Instant::now() < until {
-        let _ = a.cq.read(8, |_, c| done.push(c.op_context));
-        let _ = b.cq.read(0, |_, _| ());
-    }
-    assert_eq!(
-        done,
-        [61],
-        "the *msg inject completes, the inject call does not"
-    );
-}
-
-/// A clear-to-send names the send by a sequential handle; only the send's receiver may give
-/// it (another peer's would send the data to a receive that is not there).
-#[test]
-fn a_clear_to_send_from_another_address_is_ignored() {
-    let (a, b) = pair_with(Config {
-        push_size: 0,
-        ..Config::default()
-    });
-    let want = pattern(200_000, 4);
-    send(&a, 1, Kind::Tagged, 5, want.clone(), 70);
-    // B has posted no receive: A's send waits for its CTS, and a stranger forges one for
-    // every handle A could have given it.
-    let stranger: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
-    let qpn = b.ep.name().qpn;
-    let before = a.ep.data_stats().stray;
-    a.ep.with_data(|d| {
-        for handle in 0..64 {
-            let mut cts = Vec::new();
-            wire::cts(&mut cts, qpn, handle, 12_345, want.len() as u64, false);
-            d.feed(stranger, &cts);
-        }
-    });
-    assert_eq!(a.ep.data_stats().stray - before, 64);
-    let buf = recv(&b, 0, Kind::Tagged, 5, want.len(), 71);
-    let c = ok(next(&b, &a));
-    assert_eq!((c.op_context, c.len), (71, want.len()));
-    assert!(*buf.lock() == want);
-    assert_eq!(ok(next(&a, &b)).op_context, 70);
-}
-
-/// Polls `s` (and `other`) until `done` holds of `s`'s data-path counters, within 10 s.
-fn wait_stats(s: &Side, other: &Side, what: &str, done: impl Fn(&Stats) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done(&s.ep.data_stats()) {
-        let _ = s.cq.read(0, |_, _| ());
-        let _ = other.cq.read(0, |_, _| ());
-        assert!(Instant::now() < deadline, "{what}: {:?}", s.ep.data_stats());
-    }
-}
-
-#[test]
-fn rendezvous_without_pushed_chunks_arrives_intact_in_order() {
-    let (a, b) = pair_with(Config {
-        push_size: 0,
-        ..Config::default()
-    });
-    eager_and_rendezvous_intact_in_order((&a, &b));
-}
-
-/// A message's first chunks go behind its RTS: into the receive if one is posted, else held
-/// until one is, and the rest follows the CTS.
-#[test]
-fn pushed_chunks_go_into_a_posted_receive_or_wait_for_one() {
-    pushed_chunks_into_a_receive_or_held(pair());
-}
-
-/// The same when each chunk spans many datagrams.
-#[test]
-fn pushed_chunks_go_into_a_posted_receive_or_wait_for_one_at_ethernet_datagrams() {
-    pushed_chunks_into_a_receive_or_held(pair_at_ethernet_datagrams());
-}
-
-fn pushed_chunks_into_a_receive_or_held((a, b): (Side, Side)) {
-    let pushed_chunks = Config::default().push_size.div_ceil(CHUNK) as u64;
-    // Posted first: 2.5 chunks, all of them pushed.
-    let len = 5 * CHUNK / 2;
-    let buf = recv(&b, 0, Kind::Tagged, 1, len, 10);
-    send(&a, 1, Kind::Tagged, 1, pattern(len, 1), 1);
-    let c = ok(next(&b, &a));
-    assert_eq!((c.op_context, c.len), (10, len));
-    assert!(*buf.lock() == pattern(len, 1));
-    assert_eq!(ok(next(&a, &b)).op_context, 1);
-    let st = b.ep.data_stats();
-    assert_eq!((st.push_placed, st.push_parked, st.push_dropped), (3, 0, 0));
-    // Posted first and longer than what is pushed: the rest follows the CTS, from where the
-    // pushes ended (a sender starting over would have its extra chunks counted as stray).
-    let len = 7 * CHUNK + 5;
-    let buf = recv(&b, 0, Kind::Tagged, 3, len, 30);
-    send(&a, 1, Kind::Tagged, 3, pattern(len, 3), 3);
-    assert_eq!(ok(next(&b, &a)).op_context, 30);
-    assert!(*buf.lock() == pattern(len, 3));
-    assert_eq!(ok(next(&a, &b)).op_context, 3);
-    assert_eq!(b.ep.data_stats().push_placed, 3 + pushed_chunks);
-    // Unexpected: the pushed chunks wait (in the unexpected account), the rest follows the CTS.
-    let len = 7 * CHUNK + 5;
-    send(&a, 1, Kind::Tagged, 2, pattern(len, 2), 2);
-    wait_stats(&b, &a, "pushed chunks held", |s| {
-        s.push_parked == pushed_chunks
-    });
-    assert!(
-        b.ep.with_data(|d| {
-            let m = d.memory();
-            m.unexpected + m.held_pushes
-        }) >= Config::default().push_size
-    );
-    let buf = recv(&b, 0, Kind::Tagged, 2, len, 20);
-    let c = ok(next(&b, &a));
-    assert_eq!((c.op_context, c.len), (20, len));
-    assert!(
-        *buf.lock() == pattern(len, 2),
-        "held and later chunks intact"
-    );
-    assert_eq!(ok(next(&a, &b)).op_context, 2);
-    assert!(
-        b.ep.with_data(|d| {
-            let m = d.memory();
-            m.unexpected + m.held_pushes
-        }) < CHUNK,
-        "held chunks freed"
-    );
-    let st = b.ep.data_stats();
-    assert_eq!((st.push_dropped, st.stray, st.malformed), (0, 0, 0));
-    assert_eq!(
-        b.ep.with_data(|d| d.push_state()),
-        (0, 0),
-        "nothing left behind"
-    );
-}
-
-/// A short receive keeps the part of the pushed chunks it has room for, whether they went
-/// into it directly or were held first.
-#[test]
-fn a_short_receive_keeps_what_fits_of_the_pushed_chunks() {
-    let (a, b) = pair();
-    let (len, room) = (4 * CHUNK, CHUNK + 100);
-    for (i, posted_first) in [true, false].into_iter().enumerate() {
-        let tag = 50 + i as u64;
-        let mut buf = None;
-        if posted_first {
-            buf = Some(recv(&b, 0, Kind::Tagged, tag, room, i));
-        }
-        send(&a, 1, Kind::Tagged, tag, pattern(len, 7), i);
-        if !posted_first {
-            wait_stats(&b, &a, "pushed chunks held", |s| s.push_parked == 4);
-            buf = Some(recv(&b, 0, Kind::Tagged, tag, room, i));
-        }
-        match next(&b, &a) {
-            Got::Err(e) => {
-                assert_eq!(e.err, Errno::TRUNC);
-                assert_eq!((e.completion.len, e.olen), (room, len - room));
-            }
-            Got::Ok(c) => panic!("truncation not reported: {c:?}"),
-        }
-        assert!(buf.unwrap().lock()[..] == pattern(len, 7)[..room]);
-        assert_eq!(ok(next(&a, &b)).op_context, i, "the send completes");
-    }
-    // Posted first, the two chunks past the room were dropped; held, they were clipped at
-    // the match.
-    assert_eq!(b.ep.data_stats().push_dropped, 2);
-    assert_eq!(b.ep.with_data(|d| d.push_state()), (0, 0));
-}
-
-/// Past the budget for held chunks, an unexpected message's pushed chunks are dropped and sent
-/// again after its CTS: nothing is lost.
-#[test]
-fn pushes_past_the_holding_budget_are_sent_again_after_the_cts() {
-    let (a, b) = pair();
-    let len = Config::default().push_size;
-    let per = len.div_ceil(CHUNK) as u64;
-    let n = push::PARK_MAX / len + 4;
-    for i in 0..n {
-        send(&a, 1, Kind::Tagged, 9, pattern(len, i as u8), i);
-    }
-    wait_stats(&b, &a, "every pushed chunk held or dropped", |s| {
-        s.push_parked + s.push_dropped == n as u64 * per
-    });
-    let st = b.ep.data_stats();
-    assert!(st.push_dropped >= per, "{st:?}");
-    assert!(
-        b.ep.with_data(|d| {
-            let m = d.memory();
-            m.unexpected + m.held_pushes
-        }) <= push::PARK_MAX + (1 << 20)
-    );
-    let bufs: Vec<_> = (0..n)
-        .map(|i| recv(&b, 0, Kind::Tagged, 9, len, 1000 + i))
-        .collect();
-    for (i, buf) in bufs.iter().enumerate() {
-        let c = ok(next(&b, &a));
-        assert_eq!((c.op_context, c.len), (1000 + i, len));
-        assert!(*buf.lock() == pattern(len, i as u8), "message {i} intact");
-    }
-    let mut done: Vec<usize> = (0..n).map(|_| ok(next(&a, &b)).op_context).collect();
-    done.sort_unstable();
-    assert_eq!(done, (0..n).collect::<Vec<_>>());
-    assert_eq!(b.ep.with_data(|d| d.push_state()), (0, 0));
-    assert_eq!(b.ep.data_stats().stray, 0);
-}
-
-/// A discarded message's held chunks are freed and its send completes.
-#[test]
-fn discarding_a_pushed_message_frees_its_chunks_and_completes_the_send() {
-    let (a, b) = pair();
-    send(&a, 1, Kind::Tagged, 4, pattern(3 * CHUNK, 4), 1);
-    wait_stats(&b, &a, "pushed chunks held", |s| s.push_parked == 3);
-    peek(&b, 4, 5, FI_PEEK | FI_DISCARD);
-    let c = ok(next(&b, &a));
-    assert_eq!((c.op_context, c.len), (5, 3 * CHUNK));
-    assert_eq!(ok(next(&a, &b)).op_context, 1, "the send completes");
-    assert!(
-        b.ep.with_data(|d| {
-            let m = d.memory();
-            m.unexpected + m.held_pushes
-        }) < CHUNK
-    );
-    // A zero-length receive takes none of them either.
-    send(&a, 1, Kind::Tagged, 6, pattern(3 * CHUNK, 6), 2);
-    wait_stats(&b, &a, "pushed chunks held", |s| s.push_parked == 6);
-    let _empty = recv(&b, 0, Kind::Tagged, 6, 0, 7);
-    match next(&b, &a) {
-        Got::Err(e) => assert_eq!(
-            (e.err, e.completion.len, e.olen),
-            (Errno::TRUNC, 0, 3 * CHUNK)
-        ),
-        Got::Ok(c) => panic!("truncation not reported: {c:?}"),
-    }
-    assert_eq!(ok(next(&a, &b)).op_context, 2, "the send completes");
-    assert_eq!(b.ep.with_data(|d| d.push_state()), (0, 0));
-    assert!(
-        b.ep.with_data(|d| {
-            let m = d.memory();
-            m.unexpected + m.held_pushes
-        }) < CHUNK
-    );
 }
