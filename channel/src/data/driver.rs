@@ -524,17 +524,9 @@ impl DataPath {
         self.paths.set_watching(on);
     }
 
-    /// The endpoint is closing: every RC peer gets an acknowledgement of all it sent, and is
-    /// asked for one of all we sent, so neither end is left holding messages to send again
-    /// once the connection closes.
+    /// The endpoint is closing: see [`path::RcPaths::closing`].
     pub fn closing(&mut self) {
-        for addr in self.paths.peers() {
-            let ask = self.paths.conn(addr).is_some_and(|c| !c.is_settled());
-            let ack = self.st.peers.ack_only(addr, ask);
-            if let Some(c) = self.paths.conn(addr) {
-                c.post_ack(ack);
-            }
-        }
+        self.paths.closing(&mut self.st.peers);
     }
 
     /// Drives the RC connections: set-ups, arrivals, acknowledgements, the policy's
@@ -565,32 +557,11 @@ impl DataPath {
             }
         }
         let mut done = Vec::new();
-        let peers = &self.st.peers;
-        self.paths.settle(|a| peers.acked(a), &mut done);
+        self.paths
+            .acknowledge(now, &mut self.st.peers, owed_before, &mut done);
         for role in done {
             self.st.send_part_done(role, true);
         }
-        // Acknowledgements owed since the last pass that no message carried. Those owed for
-        // this pass's arrivals wait for the next one (or `flush_acks`, before the progress
-        // thread sleeps): the application's answer, if it sends one, carries them.
-        for addr in owed_before {
-            if self.st.peers.owes(addr) {
-                if let Some(c) = self.paths.conn(addr) {
-                    c.post_ack(self.st.peers.ack_only(addr, false));
-                }
-            }
-        }
-        for addr in self.paths.overdue(now) {
-            if let Some(c) = self.paths.conn(addr) {
-                c.post_ack(self.st.peers.ack_only(addr, true));
-            }
-        }
-        for addr in self.paths.unasked_drains() {
-            if let Some(c) = self.paths.conn(addr) {
-                c.post_ack(self.st.peers.ack_only(addr, true));
-            }
-        }
-        self.paths.close_drained(now);
         self.note_traffic(now);
         self.flush_backlog();
     }
@@ -639,16 +610,7 @@ impl DataPath {
     /// Sends the ACKs owed now: the caller stops polling for a while.
     pub fn flush_acks(&mut self) {
         self.qp.flush_acks();
-        self.send_owed_acks();
-    }
-
-    /// Acknowledgements owed to RC peers that no message of ours carried: sent alone.
-    fn send_owed_acks(&mut self) {
-        for addr in self.st.peers.take_owing() {
-            if let Some(c) = self.paths.conn(addr) {
-                c.post_ack(self.st.peers.ack_only(addr, false));
-            }
-        }
+        self.paths.send_owed_acks(&mut self.st.peers);
     }
 
     /// Datagrams read off the socket so far.

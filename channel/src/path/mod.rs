@@ -12,6 +12,7 @@
 //! both ends. A peer reached by several paths at once is the shape multirail striping takes:
 //! a peer's connections are kept per peer, and the per-peer sequence does not care how many.
 
+mod acks;
 pub mod conn;
 mod hello;
 mod setup;
@@ -575,22 +576,6 @@ impl<R> RcPaths<R> {
         }
     }
 
-    /// Peers whose draining connections have nothing left unacknowledged: closed now.
-    pub fn close_drained(&mut self, now: Instant) {
-        let done: Vec<SocketAddr> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.draining && c.is_settled())
-            .map(|(&a, _)| a)
-            .collect();
-        for addr in done {
-            self.remove(addr);
-            self.stats.demoted += 1;
-            let id = self.id(addr);
-            self.policy.closed(now, id);
-        }
-    }
-
     /// Removes `addr`'s connection, its unacknowledged messages to be sent again.
     fn drop_conn(
         &mut self,
@@ -619,45 +604,9 @@ impl<R> RcPaths<R> {
         Some(c.take_unacked())
     }
 
-    /// Takes acknowledged messages off every connection (`acked` gives what each peer
-    /// acknowledged); their roles go to `done`.
-    pub fn settle(&mut self, acked: impl Fn(SocketAddr) -> Option<u32>, done: &mut Vec<R>) {
-        for (&addr, c) in self.conns.iter_mut() {
-            if let Some(a) = acked(addr) {
-                c.settle(a, done);
-            }
-        }
-    }
-
     /// Whether every message sent over RC was acknowledged.
     pub fn settled(&self) -> bool {
         self.conns.values().all(Conn::is_settled)
-    }
-
-    /// Draining connections whose peers were not yet asked to acknowledge what they carried;
-    /// each is listed once.
-    pub fn unasked_drains(&mut self) -> Vec<SocketAddr> {
-        let mut v = Vec::new();
-        for (&a, c) in self.conns.iter_mut() {
-            if c.draining && !c.asked && !c.is_settled() {
-                c.asked = true;
-                v.push(a);
-            }
-        }
-        v
-    }
-
-    /// Peers whose connections have waited `PROBE_AFTER` for an acknowledgement: they are
-    /// to be asked again (`Conn::probe_due`).
-    pub fn overdue(&mut self, now: Instant) -> Vec<SocketAddr> {
-        let mut v = Vec::new();
-        for (&a, c) in self.conns.iter_mut() {
-            if c.probe_due(now, PROBE_AFTER) {
-                self.stats.probes += 1;
-                v.push(a);
-            }
-        }
-        v
     }
 
     /// The peers with a connection.
