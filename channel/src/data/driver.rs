@@ -78,7 +78,7 @@ pub struct DataPath {
     wcs: Vec<WorkCompletion>,
     /// Stamps the messages tests forge (`feed`).
     #[cfg(test)]
-    forger: crate::peer::Peers,
+    forger: crate::peer::PeerTable,
 }
 
 impl std::fmt::Debug for DataPath {
@@ -145,7 +145,7 @@ impl DataPath {
             st,
             wcs: Vec::with_capacity(POLL_BATCH),
             #[cfg(test)]
-            forger: crate::peer::Peers::new(0xf0f0),
+            forger: crate::peer::PeerTable::new(0xf0f0),
         })
     }
 
@@ -570,9 +570,10 @@ impl DataPath {
     fn note_traffic(&mut self, now: Instant) {
         for t in self.st.traffic.drain(..) {
             if let Some(name) = &t.name {
-                self.paths.learn(name);
+                self.paths.learn(&mut self.st.peers, name);
             }
-            self.paths.traffic(now, t.addr, t.len, t.rendezvous);
+            self.paths
+                .traffic(now, &mut self.st.peers, t.addr, t.len, t.rendezvous);
         }
     }
 

@@ -50,7 +50,7 @@ use crate::matching::{
     Taken,
 };
 use crate::mr::SharedMrs;
-use crate::peer::{self, Peers, Verdict};
+use crate::peer::{self, PeerTable, Verdict};
 use crate::sys::*;
 pub use atomic::AtomicArgs;
 pub use budget::Budget;
@@ -173,7 +173,7 @@ struct State {
     /// The domain's memory regions, which peers' RMA names (set by `enable`).
     mrs: SharedMrs,
     /// Each peer's message sequences, across paths.
-    peers: Peers,
+    peers: PeerTable,
     /// Messages sent to and handed over from each peer since the driver last looked, for the
     /// promotion policy (kept only when peers may be promoted): address, bytes, rendezvous.
     traffic: Vec<Traffic>,
@@ -309,7 +309,7 @@ impl State {
             },
             stats: Stats::default(),
             mrs: SharedMrs::default(),
-            peers: Peers::new(name.nonce),
+            peers: PeerTable::new(name.nonce),
             traffic: Vec::new(),
             count_traffic: false,
         }

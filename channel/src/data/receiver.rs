@@ -132,6 +132,13 @@ impl RdReceiver for State {
     }
 }
 
+/// The connections lend arrivals as the queue pair does, and look peers up in the table.
+impl crate::path::Receiver for State {
+    fn peers(&mut self) -> &mut PeerTable {
+        &mut self.peers
+    }
+}
+
 /// The headers in front of a chunk's bytes: the per-peer header and DATA's.
 const IN_PLACE_HEADERS: usize = peer::HEADER + wire::DATA_HEADER;
 

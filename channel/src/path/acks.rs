@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::{RcPaths, PROBE_AFTER};
-use crate::peer::Peers;
+use crate::peer::PeerTable;
 
 impl<R> RcPaths<R> {
     /// After a progress pass: settles what each peer acknowledged (its roles to `done`),
@@ -18,7 +18,7 @@ impl<R> RcPaths<R> {
     pub fn acknowledge(
         &mut self,
         now: Instant,
-        peers: &mut Peers,
+        peers: &mut PeerTable,
         owed_before: Vec<SocketAddr>,
         done: &mut Vec<R>,
     ) {
@@ -34,11 +34,11 @@ impl<R> RcPaths<R> {
         for addr in self.unasked_drains() {
             self.post_ack(peers, addr, true);
         }
-        self.close_drained(now);
+        self.close_drained(now, peers);
     }
 
     /// Acknowledgements owed to RC peers that no message of ours carried: sent alone.
-    pub fn send_owed_acks(&mut self, peers: &mut Peers) {
+    pub fn send_owed_acks(&mut self, peers: &mut PeerTable) {
         for addr in peers.take_owing() {
             self.post_ack(peers, addr, false);
         }
@@ -47,7 +47,7 @@ impl<R> RcPaths<R> {
     /// The endpoint is closing: every RC peer gets an acknowledgement of all it sent, and is
     /// asked for one of all we sent, so neither end is left holding messages to send again
     /// once the connection closes.
-    pub fn closing(&mut self, peers: &mut Peers) {
+    pub fn closing(&mut self, peers: &mut PeerTable) {
         for addr in self.peers() {
             let ask = self.conns.get(&addr).is_some_and(|c| !c.is_settled());
             self.post_ack(peers, addr, ask);
@@ -56,14 +56,14 @@ impl<R> RcPaths<R> {
 
     /// An acknowledgement alone to `addr` over its connection, if it has one (`ask`: asking
     /// for one back).
-    fn post_ack(&mut self, peers: &mut Peers, addr: SocketAddr, ask: bool) {
+    fn post_ack(&mut self, peers: &mut PeerTable, addr: SocketAddr, ask: bool) {
         if let Some(c) = self.conns.get_mut(&addr) {
             c.post_ack(peers.ack_only(addr, ask));
         }
     }
 
     /// Peers whose draining connections have nothing left unacknowledged: closed now.
-    fn close_drained(&mut self, now: Instant) {
+    fn close_drained(&mut self, now: Instant, peers: &mut PeerTable) {
         let done: Vec<SocketAddr> = self
             .conns
             .iter()
@@ -73,7 +73,7 @@ impl<R> RcPaths<R> {
         for addr in done {
             self.remove(addr);
             self.stats.demoted += 1;
-            let id = self.id(addr);
+            let id = peers.slot(addr).0;
             self.policy.closed(now, id);
         }
     }

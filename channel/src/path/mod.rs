@@ -33,6 +33,7 @@ use policies::promote::{Answer, Decision, Mode, Policy, Refusal};
 use crate::addr::EpName;
 use crate::diag;
 use crate::hash::Map;
+use crate::peer::{PeerTable, SlotId};
 use crate::waiter::{Interest, Waiter, CONNECTIONS};
 pub use conn::{Conn, Unacked};
 use hello::Reason;
@@ -97,6 +98,12 @@ pub struct Counters {
     pub closed_by_peer: u64,
 }
 
+/// What the connections' arrivals are lent to: the data path, which also holds the peer table
+/// that the set-ups and the policy's decisions look peers up in.
+pub trait Receiver: RdReceiver {
+    fn peers(&mut self) -> &mut PeerTable;
+}
+
 /// The RC side of an endpoint.
 pub struct RcPaths<R> {
     policy: Policy,
@@ -104,11 +111,6 @@ pub struct RcPaths<R> {
     listener: Option<TcpListener>,
     setups: Setups,
     conns: Map<SocketAddr, Conn<R>>,
-    /// The policy's ids for peers, and back.
-    ids: Map<SocketAddr, u32>,
-    addrs: Vec<SocketAddr>,
-    /// Peers' full names (the TCP port), from the address vector.
-    names: Map<SocketAddr, EpName>,
     /// Peers whose connection to us won over ours: the slot waits for it until then.
     awaiting: Map<SocketAddr, Instant>,
     wcs: Vec<WorkCompletion>,
@@ -147,9 +149,6 @@ impl<R> RcPaths<R> {
             listener,
             setups: Setups::new(qp, me.udp_addr()),
             conns: Map::default(),
-            ids: Map::default(),
-            addrs: Vec::new(),
-            names: Map::default(),
             awaiting: Map::default(),
             wcs: Vec::new(),
             waiter: None,
@@ -249,27 +248,25 @@ impl<R> RcPaths<R> {
         }
     }
 
-    fn id(&mut self, addr: SocketAddr) -> u32 {
-        if let Some(&id) = self.ids.get(&addr) {
-            return id;
-        }
-        let id = self.addrs.len() as u32;
-        self.addrs.push(addr);
-        self.ids.insert(addr, id);
-        id
-    }
-
-    /// A peer's full name, from the address vector: what connecting to it needs.
-    pub fn learn(&mut self, name: &EpName) {
+    /// A peer's full name, from the address vector, into `peers`: what connecting to it
+    /// needs (kept only if peers may be promoted and it listens).
+    pub fn learn(&self, peers: &mut PeerTable, name: &EpName) {
         if self.enabled() && name.tcp_port != 0 {
-            self.names.insert(name.udp_addr(), *name);
+            peers.learn(name);
         }
     }
 
     /// One message to or from `addr`.
-    pub fn traffic(&mut self, now: Instant, addr: SocketAddr, bytes: usize, rendezvous: bool) {
+    pub fn traffic(
+        &mut self,
+        now: Instant,
+        peers: &mut PeerTable,
+        addr: SocketAddr,
+        bytes: usize,
+        rendezvous: bool,
+    ) {
         if self.enabled() {
-            let id = self.id(addr);
+            let id = peers.slot(addr).0;
             self.policy.traffic(now, id, bytes, rendezvous);
         }
     }
@@ -285,11 +282,11 @@ impl<R> RcPaths<R> {
 
     /// Accepts, drives set-ups, acts on the policy's decisions and polls the connections,
     /// lending their arrivals to `rx`. What connections that went carried goes to `gone`.
-    pub fn progress(&mut self, now: Instant, rx: &mut dyn RdReceiver, gone: &mut Gone<R>) {
+    pub fn progress(&mut self, now: Instant, rx: &mut dyn Receiver, gone: &mut Gone<R>) {
         let resend = &mut gone.resend;
         self.accept(now);
-        self.drive_setups(now, resend);
-        self.decide(now);
+        self.drive_setups(now, rx.peers(), resend);
+        self.decide(now, rx.peers());
         self.watch_setups();
         let mut wcs = std::mem::take(&mut self.wcs);
         let mut broken = Vec::new();
@@ -299,10 +296,11 @@ impl<R> RcPaths<R> {
             }
         }
         self.wcs = wcs;
+        let peers = rx.peers();
         for addr in broken {
             diag!(Info, EpData, "RC connection to {addr} closed or broke");
             self.stats.lost += 1;
-            self.drop_conn(now, addr, resend);
+            self.drop_conn(now, peers, addr, resend);
         }
         if let Some(since) = now.checked_sub(self.peer_timeout) {
             let silent: Vec<SocketAddr> = self
@@ -319,7 +317,7 @@ impl<R> RcPaths<R> {
                     self.peer_timeout
                 );
                 self.stats.timed_out += 1;
-                if let Some((_, unacked)) = self.close(now, addr) {
+                if let Some((_, unacked)) = self.close(now, peers, addr) {
                     gone.failed.extend(unacked.into_iter().map(|u| u.role));
                 }
             }
@@ -335,7 +333,7 @@ impl<R> RcPaths<R> {
             .collect();
         for addr in expired {
             self.awaiting.remove(&addr);
-            let id = self.id(addr);
+            let id = peers.slot(addr).0;
             self.policy.connect_failed(now, id, Refusal::Failed);
         }
     }
@@ -343,6 +341,7 @@ impl<R> RcPaths<R> {
     fn drive_setups(
         &mut self,
         now: Instant,
+        peers: &mut PeerTable,
         resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
     ) {
         let mut i = 0;
@@ -358,7 +357,7 @@ impl<R> RcPaths<R> {
                         i += 1;
                         continue;
                     };
-                    let answer = self.answer(now, &pd, resend);
+                    let answer = self.answer(now, peers, &pd, resend);
                     diag!(Debug, EpCtrl, "RC request answered: {answer:?}");
                     let p = &mut self.setups.list[i];
                     match answer {
@@ -376,11 +375,11 @@ impl<R> RcPaths<R> {
                 }
                 Ok(Some(est)) => {
                     let p = self.take_setup(i);
-                    self.established(now, p, est, resend);
+                    self.established(now, peers, p, est, resend);
                 }
                 Err(e) => {
                     let p = self.take_setup(i);
-                    self.setup_failed(now, p, e);
+                    self.setup_failed(now, peers, p, e);
                 }
             }
         }
@@ -390,6 +389,7 @@ impl<R> RcPaths<R> {
     fn answer(
         &mut self,
         now: Instant,
+        peers: &mut PeerTable,
         pd: &[u8],
         resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
     ) -> Result<EpName, Reason> {
@@ -407,7 +407,7 @@ impl<R> RcPaths<R> {
             }
             // The peer restarted, or closed its end and we have not seen it yet.
             self.stats.lost += 1;
-            self.drop_conn(now, addr, resend);
+            self.drop_conn(now, peers, addr, resend);
         }
         if self.setups.connecting_to(addr) {
             if hello::initiator_wins(&self.me, &peer) {
@@ -416,7 +416,7 @@ impl<R> RcPaths<R> {
             self.setups.abandon(addr);
         }
         self.awaiting.remove(&addr);
-        let id = self.id(addr);
+        let id = peers.slot(addr).0;
         match self.policy.request(now, id) {
             Answer::Accept => Ok(peer),
             Answer::Refuse(Refusal::Mode) => Err(Reason::Mode),
@@ -427,6 +427,7 @@ impl<R> RcPaths<R> {
     fn established(
         &mut self,
         now: Instant,
+        peers: &mut PeerTable,
         p: Pending,
         est: iwarp::verbs::Established,
         resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
@@ -436,7 +437,7 @@ impl<R> RcPaths<R> {
         let cfg = self
             .setups
             .config_for(SocketAddr::new(expected.ip, expected.tcp_port));
-        let id = self.id(addr);
+        let id = peers.slot(addr).0;
         let initiator = p.initiator();
         if initiator {
             // The responder must be the endpoint we meant, not a new one on its port.
@@ -465,7 +466,7 @@ impl<R> RcPaths<R> {
         };
         if self.conns.contains_key(&addr) {
             diag!(Debug, EpCtrl, "RC connection to {addr} replaced");
-            self.drop_conn(now, addr, resend);
+            self.drop_conn(now, peers, addr, resend);
         }
         if !self.policy.connected(now, id) {
             diag!(Debug, EpCtrl, "RC connection to {addr} up but not kept");
@@ -483,12 +484,12 @@ impl<R> RcPaths<R> {
         self.stats.open_peak = self.stats.open_peak.max(self.conns.len() as u64);
     }
 
-    fn setup_failed(&mut self, now: Instant, p: Pending, e: VerbsError) {
+    fn setup_failed(&mut self, now: Instant, peers: &mut PeerTable, p: Pending, e: VerbsError) {
         let Some(peer) = p.peer() else {
             return; // a request we refused, or one that never said who it was from
         };
         let addr = peer.udp_addr();
-        let id = self.id(addr);
+        let id = peers.slot(addr).0;
         let reason = match &e {
             VerbsError::Rejected { private_data } if p.initiator() => Reason::decode(private_data),
             _ => None,
@@ -538,22 +539,22 @@ impl<R> RcPaths<R> {
         }
     }
 
-    fn decide(&mut self, now: Instant) {
+    fn decide(&mut self, now: Instant, peers: &PeerTable) {
         if self.policy.poll_timeout().is_some_and(|t| t <= now) {
             self.policy.handle_timeout(now);
         }
         while let Some(d) = self.policy.poll() {
             match d {
                 Decision::Promote(id) => {
-                    let addr = self.addrs[id as usize];
+                    let addr = peers.addr(SlotId(id));
                     if self.conns.contains_key(&addr) || self.setups.involves(addr) {
                         // The peer's own connection got there first (and took the slot).
                         continue;
                     }
-                    match self.names.get(&addr) {
+                    match peers.name(SlotId(id)) {
                         Some(name) => {
                             self.stats.initiated += 1;
-                            if let Err(e) = self.setups.initiator(&self.me, name, now) {
+                            if let Err(e) = self.setups.initiator(&self.me, &name, now) {
                                 diag!(Info, EpCtrl, "cannot connect to {addr}: {e}");
                                 self.stats.failed += 1;
                                 self.policy.connect_failed(now, id, Refusal::Failed);
@@ -565,7 +566,7 @@ impl<R> RcPaths<R> {
                     }
                 }
                 Decision::Demote(id, why) => {
-                    let addr = self.addrs[id as usize];
+                    let addr = peers.addr(SlotId(id));
                     diag!(Debug, EpCtrl, "demoting {addr}: {why:?}");
                     match self.conns.get_mut(&addr) {
                         Some(c) => c.draining = true,
@@ -580,10 +581,11 @@ impl<R> RcPaths<R> {
     fn drop_conn(
         &mut self,
         now: Instant,
+        peers: &mut PeerTable,
         addr: SocketAddr,
         resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
     ) {
-        if let Some((to, unacked)) = self.close(now, addr) {
+        if let Some((to, unacked)) = self.close(now, peers, addr) {
             self.stats.resent += unacked.len() as u64;
             if !unacked.is_empty() {
                 resend.push((to, unacked));
@@ -596,10 +598,11 @@ impl<R> RcPaths<R> {
     fn close(
         &mut self,
         now: Instant,
+        peers: &mut PeerTable,
         addr: SocketAddr,
     ) -> Option<(AddressHandle, VecDeque<Unacked<R>>)> {
         let mut c = self.remove(addr)?;
-        let id = self.id(addr);
+        let id = peers.slot(addr).0;
         self.policy.closed(now, id);
         Some(c.take_unacked())
     }

@@ -9,11 +9,61 @@ use std::time::{Duration, Instant};
 use iwarp::verbs::{QpConfig, RdReceiver};
 use policies::promote::{Config as Promote, Mode};
 
-use super::{Gone, RcPaths};
+use super::{Gone, RcPaths, Receiver};
 use crate::addr::EpName;
+use crate::peer::PeerTable;
 use crate::waiter::{Waiter, CONNECTIONS};
 
-struct Nothing;
+/// A receiver of no messages, with the peer table the paths look peers up in.
+struct Nothing(PeerTable);
+
+impl Receiver for Nothing {
+    fn peers(&mut self) -> &mut PeerTable {
+        &mut self.0
+    }
+}
+
+/// One endpoint's paths and its peer table.
+struct Side {
+    paths: RcPaths<()>,
+    rx: Nothing,
+}
+
+impl std::ops::Deref for Side {
+    type Target = RcPaths<()>;
+    fn deref(&self) -> &RcPaths<()> {
+        &self.paths
+    }
+}
+
+impl std::ops::DerefMut for Side {
+    fn deref_mut(&mut self) -> &mut RcPaths<()> {
+        &mut self.paths
+    }
+}
+
+impl Side {
+    fn learn(&mut self, name: &EpName) {
+        self.paths.learn(&mut self.rx.0, name);
+    }
+
+    fn traffic(&mut self, now: Instant, addr: SocketAddr, bytes: usize, rendezvous: bool) {
+        self.paths
+            .traffic(now, &mut self.rx.0, addr, bytes, rendezvous);
+    }
+
+    fn answer(
+        &mut self,
+        now: Instant,
+        pd: &[u8],
+        resend: &mut Vec<(
+            iwarp::verbs::AddressHandle,
+            std::collections::VecDeque<super::Unacked<()>>,
+        )>,
+    ) -> Result<EpName, super::Reason> {
+        self.paths.answer(now, &mut self.rx.0, pd, resend)
+    }
+}
 
 impl RdReceiver for Nothing {
     fn early(&mut self, _: SocketAddr, _: &[u8], _: bool) -> bool {
@@ -24,7 +74,7 @@ impl RdReceiver for Nothing {
     }
 }
 
-fn side(nonce: u64) -> (RcPaths<()>, EpName) {
+fn side(nonce: u64) -> (Side, EpName) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let name = EpName {
@@ -46,12 +96,13 @@ fn side(nonce: u64) -> (RcPaths<()>, EpName) {
         Some(listener),
         Duration::from_secs(60),
     );
-    (paths, name)
+    let rx = Nothing(PeerTable::new(nonce));
+    (Side { paths, rx }, name)
 }
 
-fn progress(p: &mut RcPaths<()>) {
+fn progress(p: &mut Side) {
     let mut gone = Gone::default();
-    p.progress(Instant::now(), &mut Nothing, &mut gone);
+    p.paths.progress(Instant::now(), &mut p.rx, &mut gone);
     assert!(gone.resend.is_empty() && gone.failed.is_empty());
 }
 
@@ -129,7 +180,7 @@ fn set_ups_are_quiet_while_the_application_polls() {
 }
 
 /// A and B connected (A asked), driven by hand.
-fn connected() -> (RcPaths<()>, EpName, RcPaths<()>, EpName) {
+fn connected() -> (Side, EpName, Side, EpName) {
     let (mut a, a_name) = side(5);
     let (mut b, b_name) = side(6);
     a.learn(&b_name);

@@ -3,9 +3,13 @@
 //!
 //! Every message to a peer gets the next number of one sequence when a path takes it
 //! (`stamp`), and the receiver hands messages to the data path strictly in that order
-//! (`order`), so the matcher sees MPI's send order whatever paths the messages took. Peers are
-//! keyed by their datagram address, the name every path knows them by: a peer that sends
-//! before our address vector holds it (a stand-in) has no AV index yet.
+//! (`order`), so the matcher sees MPI's send order whatever paths the messages took.
+//!
+//! [`PeerTable`] holds one slot per peer, numbered in order of first contact ([`SlotId`]): its
+//! datagram address, its full name once the address vector gives it, and its sequences. A
+//! datagram address is looked up once (`slot`, `find`); the promotion policy knows peers by
+//! their slot number. A peer that sends before our address vector holds it (a stand-in) gets
+//! a slot like any other.
 //!
 //! An epoch is an endpoint's nonce (`header::epoch`). A peer's epoch comes from the address
 //! vector when we send to it, and from its messages; a new one is a new incarnation of the
@@ -16,6 +20,7 @@ pub mod order;
 
 use std::net::SocketAddr;
 
+use crate::addr::EpName;
 use crate::hash::Map;
 pub use header::{PeerHeader, LEN as HEADER};
 use order::{Reorder, Turn, FIRST};
@@ -23,10 +28,10 @@ use order::{Reorder, Turn, FIRST};
 /// What became of an arriving message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Its turn: hand it over, then call [`Peers::handed`].
+    /// Its turn: hand it over, then call [`PeerTable::handed`].
     Now,
     /// Ahead of its turn: take it now if its handling does not depend on order
-    /// ([`Peers::taken_ahead`]), else [`Peers::hold`] it.
+    /// ([`PeerTable::taken_ahead`]), else [`PeerTable::hold`] it.
     Ahead,
     /// Nothing to hand over: an acknowledgement alone, or dropped and counted (shorter than
     /// the header, meant for another incarnation of this endpoint, or a duplicate).
@@ -51,6 +56,19 @@ pub struct PeerStats {
     pub acks_received: u64,
 }
 
+/// A peer's place in the table: dense, in order of first contact, never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SlotId(pub u32);
+
+/// One peer.
+struct Slot {
+    addr: SocketAddr,
+    /// Its full name (the TCP port a connection needs), from the address vector.
+    name: Option<EpName>,
+    seq: Peer,
+}
+
+/// A peer's sequences and epoch.
 struct Peer {
     /// The peer's epoch, once known.
     epoch: Option<u32>,
@@ -60,7 +78,7 @@ struct Peer {
     acked: u32,
     /// It asked for an acknowledgement that no message has carried yet.
     owed: bool,
-    /// It is in the list of peers owed one (`Peers::owing`).
+    /// It is in the list of peers owed one (`PeerTable::owing`).
     listed: bool,
     rx: Reorder,
 }
@@ -78,11 +96,13 @@ impl Peer {
     }
 }
 
-pub struct Peers {
+pub struct PeerTable {
     epoch: u32,
-    map: Map<SocketAddr, Peer>,
+    slots: Vec<Slot>,
+    /// The one lookup by datagram address, at ingress.
+    by_addr: Map<SocketAddr, SlotId>,
     /// Peers owed an acknowledgement.
-    owing: Vec<SocketAddr>,
+    owing: Vec<SlotId>,
     pub stats: PeerStats,
 }
 
@@ -91,20 +111,74 @@ pub fn covers(last: u32, seq: u32) -> bool {
     last.wrapping_sub(seq) < order::WINDOW
 }
 
-impl Peers {
+impl PeerTable {
     /// The table of an endpoint whose nonce is `nonce`.
-    pub fn new(nonce: u64) -> Peers {
-        Peers {
+    pub fn new(nonce: u64) -> PeerTable {
+        PeerTable {
             epoch: header::epoch(nonce),
-            map: Map::default(),
+            slots: Vec::new(),
+            by_addr: Map::default(),
             owing: Vec::new(),
             stats: PeerStats::default(),
         }
     }
 
+    /// The slot of the peer at `addr`, a new one at first contact.
+    pub fn slot(&mut self, addr: SocketAddr) -> SlotId {
+        if let Some(&id) = self.by_addr.get(&addr) {
+            return id;
+        }
+        let id = SlotId(u32::try_from(self.slots.len()).expect("fewer than 2^32 peers"));
+        self.slots.push(Slot {
+            addr,
+            name: None,
+            seq: Peer::new(),
+        });
+        self.by_addr.insert(addr, id);
+        id
+    }
+
+    /// The slot of the peer at `addr`, if it has one.
+    pub fn find(&self, addr: SocketAddr) -> Option<SlotId> {
+        self.by_addr.get(&addr).copied()
+    }
+
+    /// The datagram address of slot `id`.
+    pub fn addr(&self, id: SlotId) -> SocketAddr {
+        self.slots[id.0 as usize].addr
+    }
+
+    /// The full name of slot `id`'s peer, if the address vector gave it.
+    pub fn name(&self, id: SlotId) -> Option<EpName> {
+        self.slots[id.0 as usize].name
+    }
+
+    /// A peer's full name, from the address vector: what connecting to it needs.
+    pub fn learn(&mut self, name: &EpName) {
+        let id = self.slot(name.udp_addr());
+        self.slots[id.0 as usize].name = Some(*name);
+    }
+
+    fn get(&self, addr: SocketAddr) -> Option<&Peer> {
+        let id = self.by_addr.get(&addr)?;
+        Some(&self.slots[id.0 as usize].seq)
+    }
+
+    fn get_mut(&mut self, addr: SocketAddr) -> Option<&mut Peer> {
+        let id = self.by_addr.get(&addr)?;
+        Some(&mut self.slots[id.0 as usize].seq)
+    }
+
+    /// The index of `addr`'s slot, a new one at first contact (an index, not a borrow, so
+    /// that the stats can be counted beside it).
+    fn index(&mut self, addr: SocketAddr) -> usize {
+        self.slot(addr).0 as usize
+    }
+
     /// The peer at `addr` has epoch `epoch` (its nonce).
     fn meet(&mut self, addr: SocketAddr, epoch: u32) -> &mut Peer {
-        let peer = self.map.entry(addr).or_insert_with(Peer::new);
+        let i = self.index(addr);
+        let peer = &mut self.slots[i].seq;
         if peer.epoch != Some(epoch) {
             if peer.epoch.is_some() {
                 self.stats.restarts += 1;
@@ -125,7 +199,8 @@ impl Peers {
     /// drops as stale.
     pub fn stamp(&mut self, addr: SocketAddr, ack_now: bool) -> PeerHeader {
         let epoch = self.epoch;
-        let peer = self.map.entry(addr).or_insert_with(Peer::new);
+        let i = self.index(addr);
+        let peer = &mut self.slots[i].seq;
         let seq = peer.tx_next;
         peer.tx_next = seq.wrapping_add(1);
         peer.owed = false;
@@ -140,7 +215,7 @@ impl Peers {
 
     /// The message last stamped for `addr` was not sent after all.
     pub fn unstamp(&mut self, addr: SocketAddr) {
-        if let Some(peer) = self.map.get_mut(&addr) {
+        if let Some(peer) = self.get_mut(addr) {
             peer.tx_next = peer.tx_next.wrapping_sub(1);
         }
     }
@@ -148,7 +223,8 @@ impl Peers {
     /// An acknowledgement alone for `addr` (asking for one back if `ack_now`).
     pub fn ack_only(&mut self, addr: SocketAddr, ack_now: bool) -> PeerHeader {
         let epoch = self.epoch;
-        let peer = self.map.entry(addr).or_insert_with(Peer::new);
+        let i = self.index(addr);
+        let peer = &mut self.slots[i].seq;
         peer.owed = false;
         self.stats.acks_sent += 1;
         PeerHeader {
@@ -163,19 +239,20 @@ impl Peers {
     /// Peers that asked for an acknowledgement no message carried since; the list is
     /// emptied.
     pub fn take_owing(&mut self) -> Vec<SocketAddr> {
-        let mut owing = std::mem::take(&mut self.owing);
-        owing.retain(|a| {
-            self.map.get_mut(a).is_some_and(|p| {
-                p.listed = false;
-                p.owed
-            })
-        });
+        let owing = std::mem::take(&mut self.owing);
         owing
+            .into_iter()
+            .filter_map(|id| {
+                let slot = &mut self.slots[id.0 as usize];
+                slot.seq.listed = false;
+                slot.seq.owed.then_some(slot.addr)
+            })
+            .collect()
     }
 
     /// Whether `addr` still waits for an acknowledgement it asked for.
     pub fn owes(&self, addr: SocketAddr) -> bool {
-        self.map.get(&addr).is_some_and(|p| p.owed)
+        self.get(addr).is_some_and(|p| p.owed)
     }
 
     /// Whether any peer waits for an acknowledgement it asked for.
@@ -185,7 +262,7 @@ impl Peers {
 
     /// The last of our messages `addr` acknowledged.
     pub fn acked(&self, addr: SocketAddr) -> Option<u32> {
-        self.map.get(&addr).map(|p| p.acked)
+        self.get(addr).map(|p| p.acked)
     }
 
     /// Judges a message from `src`: its verdict, number, and the message behind the header.
@@ -210,7 +287,8 @@ impl Peers {
         peer.listed |= list;
         let turn = peer.rx.turn(h.seq);
         if list {
-            self.owing.push(src);
+            let id = self.by_addr[&src];
+            self.owing.push(id);
         }
         if h.flags & header::ACK_ONLY != 0 {
             self.stats.acks_received += 1;
@@ -228,7 +306,7 @@ impl Peers {
     }
     /// Whether a message starting with `bytes` (its header at least) would be handed over,
     /// in its turn or ahead of it, if it arrived whole now. Changes nothing: the check before
-    /// a message is read in place, whose [`Peers::arrive`] comes once it is whole.
+    /// a message is read in place, whose [`PeerTable::arrive`] comes once it is whole.
     pub fn would_take(&self, src: SocketAddr, bytes: &[u8]) -> bool {
         let Some((h, _)) = PeerHeader::parse(bytes) else {
             return false;
@@ -236,41 +314,43 @@ impl Peers {
         h.dst_epoch == self.epoch
             && h.flags & header::ACK_ONLY == 0
             && self
-                .map
-                .get(&src)
+                .get(src)
                 .is_some_and(|p| p.epoch == Some(h.src_epoch) && p.rx.turn(h.seq) != Turn::Past)
     }
 
     /// The message whose turn it was (from `src`) was handed over.
     pub fn handed(&mut self, src: SocketAddr) {
-        if let Some(p) = self.map.get_mut(&src) {
+        if let Some(p) = self.get_mut(src) {
             p.rx.advance();
         }
     }
 
     /// Message `seq` from `src` was handled ahead of its turn.
     pub fn taken_ahead(&mut self, src: SocketAddr, seq: u32) {
-        if let Some(p) = self.map.get_mut(&src) {
+        if let Some(p) = self.get_mut(src) {
             p.rx.done_ahead(seq);
         }
     }
 
     /// Message `seq` from `src` (`body`, behind the header) waits for its turn.
     pub fn hold(&mut self, src: SocketAddr, seq: u32, body: &[u8]) {
-        if let Some(p) = self.map.get_mut(&src) {
+        if let Some(&id) = self.by_addr.get(&src) {
             self.stats.held += 1;
-            p.rx.hold(seq, body);
+            self.slots[id.0 as usize].seq.rx.hold(seq, body);
         }
     }
 
     /// The next held message of `src` whose turn has come.
     pub fn ready(&mut self, src: SocketAddr) -> Option<Box<[u8]>> {
-        self.map.get_mut(&src)?.rx.ready()
+        self.get_mut(src)?.rx.ready()
     }
 
-    /// Heap bytes: the table, and what each peer holds.
+    /// Heap bytes: the slots, the lookup, the owed list, and what each peer holds.
     pub fn memory(&self) -> usize {
-        crate::hash::map_bytes(&self.map) + self.map.values().map(|p| p.rx.memory()).sum::<usize>()
+        self.slots.capacity() * std::mem::size_of::<Slot>()
+            + crate::hash::map_bytes(&self.by_addr)
+            + self.owing.capacity() * std::mem::size_of::<SlotId>()
+            + self.slots.iter().map(|s| s.seq.rx.memory()).sum::<usize>()
     }
 }
 
@@ -287,8 +367,8 @@ mod tests {
     #[test]
     fn sequences_follow_incarnations() {
         let (a_addr, b_addr) = (addr(1), addr(2));
-        let mut a = Peers::new(10);
-        let mut b = Peers::new(20);
+        let mut a = PeerTable::new(10);
+        let mut b = PeerTable::new(20);
         a.know(b_addr, 20);
         let m1 = a.stamp(b_addr, false).encode();
         let m2 = a.stamp(b_addr, false).encode();
@@ -304,7 +384,7 @@ mod tests {
         assert_eq!(b.stamp(a_addr, false).ack, 2);
 
         // `a` restarts: its first message is in turn again.
-        let mut a2 = Peers::new(11);
+        let mut a2 = PeerTable::new(11);
         a2.know(b_addr, 20);
         assert_eq!(
             b.arrive(a_addr, &a2.stamp(b_addr, false).encode()).0,
@@ -325,7 +405,7 @@ mod tests {
 
     #[test]
     fn an_unsent_stamp_is_given_back() {
-        let mut a = Peers::new(1);
+        let mut a = PeerTable::new(1);
         a.know(addr(2), 2);
         let first = a.stamp(addr(2), false).seq;
         a.unstamp(addr(2));
@@ -337,7 +417,7 @@ mod tests {
     #[test]
     fn acknowledgements_are_owed_carried_and_bounded() {
         let (a_addr, b_addr) = (addr(1), addr(2));
-        let (mut a, mut b) = (Peers::new(10), Peers::new(20));
+        let (mut a, mut b) = (PeerTable::new(10), PeerTable::new(20));
         a.know(b_addr, 20);
         for ack_now in [false, true, false] {
             let m = a.stamp(b_addr, ack_now).encode();
