@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::config::{Config, MAX_DUP_THRESH};
+use crate::deadline::earliest;
 use crate::header::{push_entry, Body, ENTRY_LEN_LEN, SACK_BITS};
 
 /// Appends one COALESCED entry made of `head` then `data`.
@@ -368,8 +369,8 @@ impl Sender {
 
     /// The earliest of the retransmission, tail-loss probe and reordering-window timers.
     pub(crate) fn timer(&self) -> Option<Instant> {
-        let t = crate::session::earliest(self.rto_at, self.loss_at);
-        crate::session::earliest(t, self.tlp_at)
+        let t = earliest(self.rto_at, self.loss_at);
+        earliest(t, self.tlp_at)
     }
 
     pub(crate) fn reo_wnd(&self) -> Duration {

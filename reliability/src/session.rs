@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::config::{Config, ConfigError};
+use crate::deadline::earliest;
 use crate::header::{self, Body, HeaderError, Repr, MAX_HEADER_LEN};
 use crate::reassembly::{DataDrop, Receiver, Sink};
 use crate::rtt::RttEstimator;
@@ -43,16 +44,6 @@ impl SessionIds {
             remote_id: self.local_id,
             remote_epoch: self.local_epoch,
         }
-    }
-}
-
-/// The earlier of two optional moments.
-#[inline]
-pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
     }
 }
 
