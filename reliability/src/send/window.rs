@@ -51,8 +51,8 @@ impl Window {
 
     /// `seq` was sent and `full`: it filled the window. Whether it asks for an ACK at once.
     pub(super) fn asks_ack(&mut self, seq: Seq, full: bool) -> bool {
-        // Asking on every datagram that refills the window makes the peer answer each
-        // few datagrams (at 1472-byte datagrams, an ACK per 3 of them in MPI's bw test).
+        // Asking on every datagram that refills the window makes the peer answer every few
+        // datagrams, where one answer per window keeps it flowing (`BENCHMARKS.md`).
         let ask = full && self.full_req.is_none();
         if ask {
             self.full_req = Some(seq);
