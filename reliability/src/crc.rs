@@ -2,12 +2,11 @@
 //!
 //! The `crc32c` crate (SSE 4.2, three interleaved streams), and with the `simd-crc` feature
 //! (on by default), inputs of `FAST_MIN` bytes and more go to `crc-fast` (carry-less multiply folding,
-//! AVX-512 where present), which sums a 64 KiB segment 2.1 times faster here and an Ethernet-sized
-//! one (1472 bytes) 1.9 times; the CRC is otherwise a large share of each end's work. Both compute
-//! the same CRC.
+//! AVX-512 where present), which is faster on segments and Ethernet-sized datagrams alike
+//! (`BENCHMARKS.md`); the CRC is otherwise a large share of each end's work. Both compute the
+//! same CRC.
 
-/// Below this, the fixed cost of a call decides, and `crc32c` is as good (measured here: equal
-/// at 64 to 128 bytes, `crc-fast` ahead from 256).
+/// Below this, the fixed cost of a call decides, and `crc32c` is as good (`BENCHMARKS.md`).
 #[cfg(feature = "simd-crc")]
 const FAST_MIN: usize = 256;
 

@@ -9,6 +9,7 @@
 
 pub mod config;
 mod crc;
+mod deadline;
 pub mod endpoint;
 pub mod header;
 pub mod reassembly;

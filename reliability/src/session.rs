@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::config::{Config, ConfigError};
+use crate::deadline::earliest;
 use crate::header::{self, Body, HeaderError, Repr, MAX_HEADER_LEN};
 use crate::reassembly::{DataDrop, Receiver, Sink};
 use crate::rtt::RttEstimator;
-use crate::send::{Outbound, Payload, Sender};
+use crate::send::{Ack, Outbound, Payload, Sender};
 use crate::seq::{MsgId, MsgRange, Seq};
 use crate::stats::{Memory, RttStats, Stats};
 
@@ -43,16 +44,6 @@ impl SessionIds {
             remote_id: self.local_id,
             remote_epoch: self.local_epoch,
         }
-    }
-}
-
-/// The earlier of two optional moments.
-#[inline]
-pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
     }
 }
 
@@ -253,7 +244,7 @@ impl Session {
         } else if u32::try_from(len).is_err() {
             Some(SendError::TooLarge)
         } else if !self.tx.has_room(&self.config, len) {
-            self.tx.blocked = true;
+            self.tx.block();
             self.stats.would_block += 1;
             Some(SendError::WouldBlock)
         } else {
@@ -360,12 +351,15 @@ impl Session {
             // acknowledged that datagram first, the ACK was lost.
             let lost_ack_report = repr.dsack && repr.dsack_acked;
             let events = &mut self.events;
-            let r = self.tx.on_ack(
+            let ack = Ack {
                 now,
-                repr.ack,
-                repr.sack,
-                repr.credit,
+                ack: repr.ack,
+                sack: repr.sack,
+                credit: repr.credit,
                 lost_ack_report,
+            };
+            let r = self.tx.on_ack(
+                &ack,
                 &self.config,
                 &mut self.rtt,
                 &mut self.stats,
@@ -418,8 +412,7 @@ impl Session {
     /// idle one is no longer busy, and its idle memory (the events' too) is released
     /// `RELEASE_AFTER` from now.
     fn after_input(&mut self, now: Instant) {
-        if self.tx.blocked && self.tx.has_space_after_block(&self.config) {
-            self.tx.blocked = false;
+        if self.tx.unblock(&self.config) {
             self.events.push_back(Event::Writable);
         }
         if self.tx.is_idle() {
