@@ -8,11 +8,28 @@ import unittest
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+# BENCHMARKS.md holds current results under their commands: no "session N" diary, and no address
+# outside the repository but a package registry's.
+SESSION = re.compile(r"\bsession\s+\d+", re.IGNORECASE)
+URL = re.compile(r"\bhttps?://([^/\s)>\]`'\"]+)", re.IGNORECASE)
+REGISTRIES = ("crates.io", "docs.rs", "pypi.org", "files.pythonhosted.org", "static.crates.io",
+              "index.crates.io", "proxy.golang.org", "registry.npmjs.org")
 
 
 def read(path):
     with open(path) as f:
         return f.read()
+
+
+def benchmark_problems(text):
+    """What in a BENCHMARKS.md text breaks the rule: "session N" and addresses outside the
+    repository that are not a package registry's. Each as (line number, finding)."""
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        found += [(n, m.group(0)) for m in SESSION.finditer(line)]
+        found += [(n, m.group(0).rstrip(".,;:")) for m in URL.finditer(line)
+                  if m.group(1).lower().rstrip(".,;:") not in REGISTRIES]
+    return found
 
 
 def markdown_files():
@@ -59,6 +76,21 @@ class Docs(unittest.TestCase):
             text = read(os.path.join(HERE, md))
             with self.subTest(md=md):
                 self.assertNotIn("../shared", text)
+
+    def test_benchmarks_hold_no_sessions_and_no_outside_addresses(self):
+        benchmarks = [f for f in markdown_files() if os.path.basename(f) == "BENCHMARKS.md"]
+        self.assertTrue(benchmarks)
+        for md in benchmarks:
+            with self.subTest(md=md):
+                self.assertEqual(benchmark_problems(read(os.path.join(HERE, md))), [])
+
+    def test_the_benchmark_check_can_fail(self):
+        sample = ("Measured in session 12, as Session 4 did.\n"
+                  "See https://github.com/ofiwg/libfabric/issues/1 and http://example.org.\n"
+                  "The crate is on https://crates.io/crates/crc32c; a session's 3 timers.\n")
+        self.assertEqual(benchmark_problems(sample),
+                         [(1, "session 12"), (1, "Session 4"), (2, "https://github.com"),
+                          (2, "http://example.org")])
 
 
 if __name__ == "__main__":
