@@ -2,8 +2,8 @@
 //! buffer the queue pair holds until the peer acknowledges. With a window of such sends in
 //! flight, freeing them together hands the top of the heap back to the kernel (glibc trims
 //! past 128 KiB), and the next window pays a page fault and a page clearing per 4 KiB, more
-//! than the copy itself (osu_bw over Open MPI at 16 KiB ran much faster with glibc's trimming
-//! off, `MALLOC_TRIM_THRESHOLD_`: what these free lists do without touching glibc).
+//! than the copy itself. These free lists keep the pages, as turning glibc's trimming off
+//! (`MALLOC_TRIM_THRESHOLD_`) would, without touching glibc.
 //!
 //! Buffers come in power-of-two sizes plus room for a message header, one free list per
 //! size; a buffer goes back to its list when the last holder of the bytes made from it lets

@@ -141,7 +141,7 @@ fn a_large_read_takes_one_backlog_entry_at_its_target() {
     assert_eq!(b.ep.data_stats().rma_reads_in, 1);
     // The chunks' copies came from the send-buffer pool and went back to it once
     // acknowledged: freed instead, a window of them hands the heap's top back to the kernel,
-    // and the next read pays a page fault per 4 KiB (2-3x the time of an MPI_Get of 512 KiB).
+    // and the next read pays a page fault per 4 KiB.
     wait_idle(&b, &a, "the read's chunks");
     let spare = b.ep.with_data(|d| d.memory().send_buffers);
     assert!(spare >= CHUNK, "{spare} bytes of spare send buffers");
