@@ -482,6 +482,7 @@ impl DataPath {
         let mut wcs = std::mem::take(&mut self.wcs);
         loop {
             wcs.clear();
+            self.st.now = Instant::now();
             let n = match self.qp.poll_cq_with(&mut self.st, &mut wcs, POLL_BATCH) {
                 Ok(n) => n,
                 Err(e) => {
@@ -489,6 +490,7 @@ impl DataPath {
                     0
                 }
             };
+            self.st.heard_by(Instant::now());
             for wc in wcs.drain(..) {
                 if wc.opcode == WcOpcode::Send {
                     let role = Role::from_quiet_id(wc.wr_id)
@@ -542,6 +544,7 @@ impl DataPath {
         let owed_before = self.st.peers.take_owing();
         let mut gone = path::Gone::default();
         self.paths.progress(now, &mut self.st, &mut gone);
+        self.st.heard_by(Instant::now());
         for role in gone.failed {
             self.st.send_part_done(role, false);
         }
@@ -634,6 +637,7 @@ impl DataPath {
         self.st.now = Instant::now();
         let bytes = self.forge(src, payload);
         iwarp::verbs::RdReceiver::message(&mut self.st, src, &bytes);
+        self.st.heard_by(Instant::now());
         self.flush_backlog();
     }
 
@@ -676,6 +680,7 @@ impl DataPath {
         } else {
             self.st.message(src, &payload);
         }
+        self.st.heard_by(Instant::now());
         self.flush_backlog();
     }
 
@@ -720,8 +725,8 @@ impl DataPath {
                 + map_bytes(&st.rx.rndv)
                 + map_bytes(&st.tx.roles)
                 + map_bytes(&st.live.heard)
+                + st.live.fresh.capacity() * std::mem::size_of::<SocketAddr>()
                 + map_bytes(&st.rx.pushing_into)
-                + map_bytes(&st.strangers.ids)
                 + st.rx.multi.memory_bytes()
                 + st.tx.backlog.capacity() * std::mem::size_of::<Outgoing>()
                 // Copies not yet posted: the queue pair does not hold them yet.

@@ -234,6 +234,9 @@ pub(crate) struct Traffic {
 struct Liveness {
     /// When each sender was last heard from, while rendezvous receives wait.
     heard: Map<SocketAddr, Instant>,
+    /// Senders heard since the driver last said the time (`heard_by`): arrivals carry no
+    /// time, and the batch they came in may have been long.
+    fresh: Vec<SocketAddr>,
     /// When the rendezvous timers (`timers`) next look at the receives and sends.
     next_check: Instant,
 }
@@ -244,7 +247,7 @@ struct Liveness {
 /// match receives from any peer at once; once the AV holds it, those still queued pass to its
 /// handle, so the receives directed at it find them, in order.
 struct StandIns {
-    ids: Map<SocketAddr, PeerId>,
+    /// The next stand-in id (each peer's is in its slot of the peer table).
     next: u32,
     /// The AV's insertion count when the stand-ins were last looked up in it.
     av_seen: usize,
@@ -300,10 +303,10 @@ impl State {
             },
             live: Liveness {
                 heard: Map::default(),
+                fresh: Vec::new(),
                 next_check: now,
             },
             strangers: StandIns {
-                ids: Map::default(),
                 next: STAND_IN_BASE,
                 av_seen: 0,
             },

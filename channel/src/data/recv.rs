@@ -175,14 +175,14 @@ impl State {
     /// stand-in (a new one the first time).
     pub(super) fn label(&mut self, src: SocketAddr) -> PeerId {
         let peer = self.peer_of(src);
-        if self.strangers.ids.is_empty() && (peer != UNKNOWN_PEER || self.av.is_none()) {
+        if !self.peers.has_stand_ins() && (peer != UNKNOWN_PEER || self.av.is_none()) {
             return peer;
         }
-        match self.strangers.ids.get(&src).copied() {
+        match self.peers.stand_in(src) {
             Some(s) if peer != UNKNOWN_PEER => {
                 // Its earlier messages take the handle first: they are older.
                 self.rx.matcher.relabel(s, peer);
-                self.strangers.ids.remove(&src);
+                self.peers.set_stand_in(src, None);
                 peer
             }
             Some(s) => s,
@@ -190,7 +190,7 @@ impl State {
             None => {
                 let s = PeerId(self.strangers.next);
                 self.strangers.next += 1;
-                self.strangers.ids.insert(src, s);
+                self.peers.set_stand_in(src, Some(s));
                 s
             }
         }
@@ -201,19 +201,17 @@ impl State {
         let Some(av) = self.av.as_ref() else {
             return;
         };
-        let handles = av.handles_of(self.strangers.ids.keys().copied());
-        let named: Vec<(SocketAddr, PeerId, PeerId)> = self
-            .strangers
-            .ids
-            .iter()
+        let stand_ins = self.peers.stand_ins();
+        let handles = av.handles_of(stand_ins.iter().map(|&(src, _)| src));
+        let named: Vec<(SocketAddr, PeerId, PeerId)> = stand_ins
+            .into_iter()
             .zip(handles)
-            .filter_map(|((&src, &s), h)| Some((src, s, matcher_id(h)?)))
+            .filter_map(|((src, s), h)| Some((src, s, matcher_id(h)?)))
             .collect();
         for (src, s, peer) in named {
             self.rx.matcher.relabel(s, peer);
-            self.strangers.ids.remove(&src);
+            self.peers.set_stand_in(src, None);
         }
-        crate::hash::shrink(&mut self.strangers.ids);
     }
 
     pub(super) fn recv_completion(
@@ -314,6 +312,8 @@ impl State {
                 push_key: taken.then_some(key),
             },
         );
+        // Its RTS is what was just heard from the sender (stamped with its batch).
+        self.heard_from(from.addr);
         if taken {
             self.rx.pushing_into.insert(key, recv_id);
         }

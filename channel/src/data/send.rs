@@ -371,8 +371,16 @@ impl State {
     /// Anything from `src` shows it alive: its rendezvous receives here may be waiting behind
     /// its other transfers to us, which it sends first. Kept only while receives wait.
     pub(super) fn heard_from(&mut self, src: SocketAddr) {
-        if !self.rx.rndv.is_empty() {
-            self.live.heard.insert(src, self.now);
+        if !self.rx.rndv.is_empty() && self.live.fresh.last() != Some(&src) {
+            self.live.fresh.push(src);
+        }
+    }
+
+    /// The senders heard since the last call were heard by `now` (the end of the batch
+    /// they came in).
+    pub(super) fn heard_by(&mut self, now: Instant) {
+        for src in self.live.fresh.drain(..) {
+            self.live.heard.insert(src, now);
         }
     }
 
@@ -395,6 +403,7 @@ impl State {
     pub(super) fn expire_stalled(&mut self, now: Instant) {
         if self.rx.rndv.is_empty() {
             self.live.heard.clear();
+            self.live.fresh.clear();
             return;
         }
         let limit = self.cfg.stall_limit;

@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 
 use crate::addr::EpName;
 use crate::hash::Map;
+use crate::matching::PeerId;
 pub use header::{PeerHeader, LEN as HEADER};
 use order::{Reorder, Turn, FIRST};
 
@@ -65,6 +66,8 @@ struct Slot {
     addr: SocketAddr,
     /// Its full name (the TCP port a connection needs), from the address vector.
     name: Option<EpName>,
+    /// The matcher's id for it while the address vector does not hold it.
+    stand_in: Option<PeerId>,
     seq: Peer,
 }
 
@@ -103,6 +106,8 @@ pub struct PeerTable {
     by_addr: Map<SocketAddr, SlotId>,
     /// Peers owed an acknowledgement.
     owing: Vec<SlotId>,
+    /// Slots with a stand-in id.
+    stand_ins: usize,
     pub stats: PeerStats,
 }
 
@@ -119,6 +124,7 @@ impl PeerTable {
             slots: Vec::new(),
             by_addr: Map::default(),
             owing: Vec::new(),
+            stand_ins: 0,
             stats: PeerStats::default(),
         }
     }
@@ -132,6 +138,7 @@ impl PeerTable {
         self.slots.push(Slot {
             addr,
             name: None,
+            stand_in: None,
             seq: Peer::new(),
         });
         self.by_addr.insert(addr, id);
@@ -157,6 +164,37 @@ impl PeerTable {
     pub fn learn(&mut self, name: &EpName) {
         let id = self.slot(name.udp_addr());
         self.slots[id.0 as usize].name = Some(*name);
+    }
+
+    /// The stand-in id of the peer at `addr`, if it has one.
+    pub fn stand_in(&self, addr: SocketAddr) -> Option<PeerId> {
+        self.slots[self.find(addr)?.0 as usize].stand_in
+    }
+
+    /// Gives the peer at `addr` stand-in id `id`, or takes its stand-in away (`None`).
+    pub fn set_stand_in(&mut self, addr: SocketAddr, id: Option<PeerId>) {
+        let i = self.index(addr);
+        let slot = &mut self.slots[i];
+        match (slot.stand_in.is_some(), id.is_some()) {
+            (false, true) => self.stand_ins += 1,
+            (true, false) => self.stand_ins -= 1,
+            _ => {}
+        }
+        slot.stand_in = id;
+    }
+
+    /// Whether any peer has a stand-in id.
+    pub fn has_stand_ins(&self) -> bool {
+        self.stand_ins > 0
+    }
+
+    /// Every peer with a stand-in id, and that id.
+    pub fn stand_ins(&self) -> Vec<(SocketAddr, PeerId)> {
+        if self.stand_ins == 0 {
+            return Vec::new();
+        }
+        let with = |s: &Slot| Some((s.addr, s.stand_in?));
+        self.slots.iter().filter_map(with).collect()
     }
 
     fn get(&self, addr: SocketAddr) -> Option<&Peer> {
