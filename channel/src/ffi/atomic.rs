@@ -7,10 +7,11 @@ use std::ffi::c_void;
 use std::mem::size_of;
 use std::os::raw::c_int;
 
-use super::ep;
+use super::obj;
 use super::panic::entry;
 use crate::atomic::{max_count, AtomicOp, Call, Datatype};
 use crate::data::{AtomicArgs, INJECT_CALL, PROVIDER_BITS};
+use crate::endpoint::Endpoint;
 use crate::error::{Errno, Result};
 use crate::info::IOV_LIMIT;
 use crate::raw::mem::UserMem;
@@ -77,7 +78,7 @@ unsafe fn atomic(
     flags: Option<u64>,
 ) -> Result<isize> {
     let (datatype, op, _) = typed(call, t.dt, t.op)?;
-    let e = ep::get(ep.cast())?;
+    let e = obj::get::<Endpoint>(ep.cast())?;
     let flags = e.flags_or_default(flags, FI_TRANSMIT)?;
     // ATOMIC_READ takes no operand: a caller's buffer (which may be NULL) is not read.
     let operand = if op == AtomicOp::Read {

@@ -7,7 +7,7 @@ use std::ptr;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{domain, provider, stubs};
+use super::{domain, loaded, stubs};
 use crate::error::Errno;
 use crate::fabric::Fabric;
 use crate::sys;
@@ -44,7 +44,7 @@ pub(super) unsafe extern "C" fn open(
             return Err(Errno::INVAL);
         }
         let name = CStr::from_ptr(attr.name).to_string_lossy();
-        let inner = Fabric::open(&name, provider::config())?;
+        let inner = Fabric::open(&name, loaded::config())?;
         let fid = sys::fid_fabric {
             fid: obj::header::<Fabric>(context),
             ops: ptr::from_ref(&OPS).cast_mut(),
@@ -57,14 +57,4 @@ pub(super) unsafe extern "C" fn open(
 
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     entry("fabric close", || obj::close::<Fabric>(fid).map(|()| 0))
-}
-
-/// The fabric behind a fid, with the API version the application opened it with.
-///
-/// SAFETY: as for [`obj::get`].
-pub(super) unsafe fn get<'a>(
-    p: *mut sys::fid_fabric,
-) -> crate::error::Result<(&'a std::sync::Arc<Fabric>, u32)> {
-    let f = obj::get::<Fabric>(p.cast())?;
-    Ok((f, provider::api_version((*p).api_version)))
 }

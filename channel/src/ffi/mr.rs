@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{domain, stubs};
+use super::stubs;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
 use crate::raw::mem::UserMem;
@@ -50,16 +50,16 @@ unsafe fn register(
     out: *mut *mut sys::fid_mr,
     context: *mut c_void,
 ) -> Result<c_int> {
-    let d = domain::get(fid.cast())?;
+    let d = obj::get::<Domain>(fid.cast())?;
     if count > 1 {
         return Err(Errno::INVAL);
     }
     // A null base with a length (MPICH's whole-address-space registration for dynamic
     // windows) is refused; MPICH then serves such windows with its own messages.
     let mem = UserMem::from_iov(iov, count)?;
-    d.domain.mrs.insert(key, mem, access)?;
+    d.mrs.insert(key, mem, access)?;
     let inner = Arc::new(MemoryRegion {
-        domain: Arc::clone(&d.domain),
+        domain: Arc::clone(d),
         key,
     });
     let mr = sys::fid_mr {
@@ -68,7 +68,7 @@ unsafe fn register(
         key,
     };
     if let Err(e) = obj::hand_out(out, mr, inner) {
-        d.domain.mrs.remove(key);
+        d.mrs.remove(key);
         return Err(e);
     }
     Ok(0)

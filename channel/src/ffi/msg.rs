@@ -4,9 +4,10 @@
 use std::ffi::c_void;
 use std::mem::size_of;
 
-use super::ep;
+use super::obj;
 use super::panic::entry;
 use crate::data::{RecvArgs, SendArgs, INJECT_CALL, PROVIDER_BITS};
+use crate::endpoint::Endpoint;
 use crate::error::{Errno, Result};
 use crate::info::IOV_LIMIT;
 use crate::matching::Kind;
@@ -50,7 +51,7 @@ unsafe fn send(
     context: Ctx,
     flags: TxFlags,
 ) -> Result<isize> {
-    let e = ep::get(ep.cast())?;
+    let e = obj::get::<Endpoint>(ep.cast())?;
     let flags = match flags {
         TxFlags::Default(extra) if extra & FI_INJECT == 0 => e.op_flags(FI_TRANSMIT)? | extra,
         TxFlags::Default(f) => f | INJECT_CALL,
@@ -80,7 +81,7 @@ unsafe fn recv(
     context: Ctx,
     flags: Option<u64>,
 ) -> Result<isize> {
-    let e = ep::get(ep.cast())?;
+    let e = obj::get::<Endpoint>(ep.cast())?;
     let flags = e.flags_or_default(flags, FI_RECV)?;
     e.recv(RecvArgs {
         kind,

@@ -5,10 +5,11 @@
 use std::ffi::c_void;
 use std::mem::size_of;
 
-use super::ep;
+use super::obj;
 use super::panic::entry;
 use super::stubs;
 use crate::data::{RmaArgs, INJECT_CALL, PROVIDER_BITS};
+use crate::endpoint::Endpoint;
 use crate::error::{Errno, Result};
 use crate::info::IOV_LIMIT;
 use crate::raw::mem::UserMem;
@@ -33,7 +34,7 @@ unsafe fn rma(
     context: Ctx,
     flags: Option<u64>,
 ) -> Result<isize> {
-    let e = ep::get(ep.cast())?;
+    let e = obj::get::<Endpoint>(ep.cast())?;
     let flags = e.flags_or_default(flags, FI_TRANSMIT)?;
     e.rma(
         write,
