@@ -16,7 +16,7 @@ use crate::domain::Domain;
 use crate::error::Errno;
 use crate::sys;
 
-static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+static FI_OPS: sys::fi_ops = stubs::fi_ops(obj::fi_close::<AddressVector>);
 
 static OPS: sys::fi_ops_av = sys::fi_ops_av {
     size: size_of::<sys::fi_ops_av>(),
@@ -32,6 +32,7 @@ static OPS: sys::fi_ops_av = sys::fi_ops_av {
 impl Object for AddressVector {
     type Fid = sys::fid_av;
     const CLASS: u32 = sys::FI_CLASS_AV;
+    const CLOSE: &'static str = "av close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -62,10 +63,6 @@ pub(super) unsafe extern "C" fn open(
         obj::hand_out(av, fid, inner)?;
         Ok(0)
     })
-}
-
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("av close", || obj::close::<AddressVector>(fid).map(|()| 0))
 }
 
 /// `fi_av_insert`: `count` names packed back to back; returns how many were inserted (Open

@@ -14,7 +14,7 @@ use crate::domain::Domain;
 use crate::error::{Errno, Result};
 use crate::sys;
 
-static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+static FI_OPS: sys::fi_ops = stubs::fi_ops(obj::fi_close::<CompletionQueue>);
 
 static OPS: sys::fi_ops_cq = sys::fi_ops_cq {
     size: size_of::<sys::fi_ops_cq>(),
@@ -30,6 +30,7 @@ static OPS: sys::fi_ops_cq = sys::fi_ops_cq {
 impl Object for CompletionQueue {
     type Fid = sys::fid_cq;
     const CLASS: u32 = sys::FI_CLASS_CQ;
+    const CLOSE: &'static str = "cq close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -52,12 +53,6 @@ pub(super) unsafe extern "C" fn open(
         };
         obj::hand_out(cq, fid, inner)?;
         Ok(0)
-    })
-}
-
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("cq close", || {
-        obj::close::<CompletionQueue>(fid).map(|()| 0)
     })
 }
 

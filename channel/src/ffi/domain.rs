@@ -14,7 +14,7 @@ use crate::fabric::Fabric;
 use crate::info::fi_version;
 use crate::sys;
 
-static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+static FI_OPS: sys::fi_ops = stubs::fi_ops(obj::fi_close::<Domain>);
 
 static OPS: sys::fi_ops_domain = sys::fi_ops_domain {
     size: size_of::<sys::fi_ops_domain>(),
@@ -36,6 +36,7 @@ static OPS: sys::fi_ops_domain = sys::fi_ops_domain {
 impl Object for Domain {
     type Fid = sys::fid_domain;
     const CLASS: u32 = sys::FI_CLASS_DOMAIN;
+    const CLOSE: &'static str = "domain close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -61,10 +62,6 @@ pub(super) unsafe extern "C" fn open(
         obj::hand_out(domain, fid, inner)?;
         Ok(0)
     })
-}
-
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("domain close", || obj::close::<Domain>(fid).map(|()| 0))
 }
 
 /// The API version the fabric was opened with, for re-checking the info passed to

@@ -52,6 +52,7 @@ static CM_OPS: sys::fi_ops_cm = sys::fi_ops_cm {
 impl Object for Endpoint {
     type Fid = sys::fid_ep;
     const CLASS: u32 = sys::FI_CLASS_EP;
+    const CLOSE: &'static str = "ep close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -85,7 +86,7 @@ pub(super) unsafe extern "C" fn open(
 
 /// `fi_close`: lingers until the endpoint's sends are acknowledged (bounded), then frees it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("ep close", || {
+    entry(Endpoint::CLOSE, || {
         obj::get::<Endpoint>(fid.cast())?.shutdown();
         obj::close::<Endpoint>(fid).map(|()| 0)
     })

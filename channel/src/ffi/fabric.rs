@@ -12,7 +12,7 @@ use crate::error::Errno;
 use crate::fabric::Fabric;
 use crate::sys;
 
-static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+static FI_OPS: sys::fi_ops = stubs::fi_ops(obj::fi_close::<Fabric>);
 
 static OPS: sys::fi_ops_fabric = sys::fi_ops_fabric {
     size: size_of::<sys::fi_ops_fabric>(),
@@ -27,6 +27,7 @@ static OPS: sys::fi_ops_fabric = sys::fi_ops_fabric {
 impl Object for Fabric {
     type Fid = sys::fid_fabric;
     const CLASS: u32 = sys::FI_CLASS_FABRIC;
+    const CLOSE: &'static str = "fabric close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -53,8 +54,4 @@ pub(super) unsafe extern "C" fn open(
         obj::hand_out(fabric, fid, inner)?;
         Ok(0)
     })
-}
-
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("fabric close", || obj::close::<Fabric>(fid).map(|()| 0))
 }

@@ -32,6 +32,7 @@ pub(super) struct MemoryRegion {
 impl Object for MemoryRegion {
     type Fid = sys::fid_mr;
     const CLASS: u32 = sys::FI_CLASS_MR;
+    const CLOSE: &'static str = "fi_close(mr)";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -140,7 +141,7 @@ unsafe extern "C" fn regattr(
 
 /// `fi_close` of a registration: peers' accesses that come later are refused.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("fi_close(mr)", || {
+    entry(MemoryRegion::CLOSE, || {
         let m = obj::get::<MemoryRegion>(fid.cast())?;
         let (domain, key) = (Arc::clone(&m.domain), m.key);
         obj::close::<MemoryRegion>(fid)?;
