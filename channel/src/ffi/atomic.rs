@@ -7,10 +7,11 @@ use std::ffi::c_void;
 use std::mem::size_of;
 use std::os::raw::c_int;
 
-use super::ep;
-use super::panic::entry;
+use super::obj;
+use super::panic::entries;
 use crate::atomic::{max_count, AtomicOp, Call, Datatype};
 use crate::data::{AtomicArgs, INJECT_CALL, PROVIDER_BITS};
+use crate::endpoint::Endpoint;
 use crate::error::{Errno, Result};
 use crate::info::IOV_LIMIT;
 use crate::raw::mem::UserMem;
@@ -77,7 +78,7 @@ unsafe fn atomic(
     flags: Option<u64>,
 ) -> Result<isize> {
     let (datatype, op, _) = typed(call, t.dt, t.op)?;
-    let e = ep::get(ep.cast())?;
+    let e = obj::get::<Endpoint>(ep.cast())?;
     let flags = e.flags_or_default(flags, FI_TRANSMIT)?;
     // ATOMIC_READ takes no operand: a caller's buffer (which may be NULL) is not read.
     let operand = if op == AtomicOp::Read {
@@ -198,257 +199,6 @@ unsafe fn result(buf: *mut c_void, count: usize, dt: Dt) -> Result<UserMem> {
     UserMem::from_raw(buf.cast(), count.checked_mul(size).ok_or(Errno::INVAL)?)
 }
 
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn write(
-    ep: Ep,
-    buf: *const c_void,
-    count: usize,
-    _desc: Ctx,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    dt: Dt,
-    op: Op,
-    context: Ctx,
-) -> isize {
-    entry("fi_atomic", || {
-        let l = Local::write(count, elements(buf, count, dt)?);
-        atomic(
-            ep,
-            Call::Write,
-            l,
-            target(dest, addr, key, dt, op),
-            context,
-            None,
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn writev(
-    ep: Ep,
-    v: *const fi_ioc,
-    _desc: *mut Ctx,
-    n: usize,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    dt: Dt,
-    op: Op,
-    context: Ctx,
-) -> isize {
-    entry("fi_atomicv", || {
-        let (operand, count) = ioc_bytes(v, n, dt)?;
-        let l = Local::write(count, operand);
-        atomic(
-            ep,
-            Call::Write,
-            l,
-            target(dest, addr, key, dt, op),
-            context,
-            None,
-        )
-    })
-}
-
-unsafe extern "C" fn writemsg(ep: Ep, m: *const fi_msg_atomic, flags: u64) -> isize {
-    entry("fi_atomicmsg", || {
-        let (m, t) = from_msg(m)?;
-        let (operand, count) = ioc_bytes(m.msg_iov, m.iov_count, t.dt)?;
-        same_count(m, count)?;
-        let l = Local::write(count, operand);
-        atomic(
-            ep,
-            Call::Write,
-            l,
-            t,
-            m.context,
-            Some(flags & !PROVIDER_BITS),
-        )
-    })
-}
-
-/// `fi_inject_atomic`: the operand is copied before it returns; no completion.
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn inject(
-    ep: Ep,
-    buf: *const c_void,
-    count: usize,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    dt: Dt,
-    op: Op,
-) -> isize {
-    entry("fi_inject_atomic", || {
-        let l = Local::write(count, elements(buf, count, dt)?);
-        let t = target(dest, addr, key, dt, op);
-        let flags = Some(FI_INJECT | INJECT_CALL);
-        atomic(ep, Call::Write, l, t, std::ptr::null_mut(), flags)
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn readwrite(
-    ep: Ep,
-    buf: *const c_void,
-    count: usize,
-    _desc: Ctx,
-    res: Ctx,
-    _result_desc: Ctx,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    dt: Dt,
-    op: Op,
-    context: Ctx,
-) -> isize {
-    entry("fi_fetch_atomic", || {
-        let l = Local::fetch(count, elements(buf, count, dt)?, result(res, count, dt)?);
-        atomic(
-            ep,
-            Call::Fetch,
-            l,
-            target(dest, addr, key, dt, op),
-            context,
-            None,
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn readwritev(
-    ep: Ep,
-    v: *const fi_ioc,
-    _desc: *mut Ctx,
-    n: usize,
-    resv: *mut fi_ioc,
-    _result_desc: *mut Ctx,
-    result_n: usize,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    dt: Dt,
-    op: Op,
-    context: Ctx,
-) -> isize {
-    entry("fi_fetch_atomicv", || {
-        let (operand, count) = ioc_bytes(v, n, dt)?;
-        let (res, res_count) = iocs(resv, result_n, dt)?;
-        if res_count != count {
-            return Err(Errno::INVAL);
-        }
-        let l = Local::fetch(count, operand, res);
-        atomic(
-            ep,
-            Call::Fetch,
-            l,
-            target(dest, addr, key, dt, op),
-            context,
-            None,
-        )
-    })
-}
-
-unsafe extern "C" fn readwritemsg(
-    ep: Ep,
-    m: *const fi_msg_atomic,
-    resv: *mut fi_ioc,
-    _result_desc: *mut Ctx,
-    result_n: usize,
-    flags: u64,
-) -> isize {
-    entry("fi_fetch_atomicmsg", || {
-        let (m, t) = from_msg(m)?;
-        let (res, count) = iocs(resv, result_n, t.dt)?;
-        same_count(m, count)?;
-        // ATOMIC_READ may come without an operand.
-        let (operand, n) = ioc_bytes(m.msg_iov, m.iov_count, t.dt)?;
-        if n != count && !(n == 0 && t.op == FI_ATOMIC_READ) {
-            return Err(Errno::INVAL);
-        }
-        let l = Local::fetch(count, operand, res);
-        atomic(
-            ep,
-            Call::Fetch,
-            l,
-            t,
-            m.context,
-            Some(flags & !PROVIDER_BITS),
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn compwrite(
-    ep: Ep,
-    buf: *const c_void,
-    count: usize,
-    _desc: Ctx,
-    compare: *const c_void,
-    _compare_desc: Ctx,
-    res: Ctx,
-    _result_desc: Ctx,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    dt: Dt,
-    op: Op,
-    context: Ctx,
-) -> isize {
-    entry("fi_compare_atomic", || {
-        if compare.is_null() {
-            return Err(Errno::INVAL);
-        }
-        let l = Local {
-            count,
-            operand: elements(buf, count, dt)?,
-            compare: elements(compare, count, dt)?,
-            result: Some(result(res, count, dt)?),
-        };
-        atomic(
-            ep,
-            Call::Compare,
-            l,
-            target(dest, addr, key, dt, op),
-            context,
-            None,
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn compwritev(
-    ep: Ep,
-    v: *const fi_ioc,
-    _desc: *mut Ctx,
-    n: usize,
-    comparev: *const fi_ioc,
-    _compare_desc: *mut Ctx,
-    compare_n: usize,
-    resv: *mut fi_ioc,
-    _result_desc: *mut Ctx,
-    result_n: usize,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    dt: Dt,
-    op: Op,
-    context: Ctx,
-) -> isize {
-    entry("fi_compare_atomicv", || {
-        let l = compare_local((v, n), (comparev, compare_n), (resv, result_n), dt)?;
-        atomic(
-            ep,
-            Call::Compare,
-            l,
-            target(dest, addr, key, dt, op),
-            context,
-            None,
-        )
-    })
-}
-
 /// The three ioc lists of a compare call, which must hold as many elements each.
 ///
 /// SAFETY: each list holds its count of valid iocs (libfabric contract).
@@ -472,86 +222,165 @@ unsafe fn compare_local(
     })
 }
 
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn compwritemsg(
-    ep: Ep,
-    m: *const fi_msg_atomic,
-    comparev: *const fi_ioc,
-    _compare_desc: *mut Ctx,
-    compare_n: usize,
-    resv: *mut fi_ioc,
-    _result_desc: *mut Ctx,
-    result_n: usize,
-    flags: u64,
-) -> isize {
-    entry("fi_compare_atomicmsg", || {
-        let (m, t) = from_msg(m)?;
-        let l = compare_local(
-            (m.msg_iov, m.iov_count),
-            (comparev, compare_n),
-            (resv, result_n),
-            t.dt,
-        )?;
-        same_count(m, l.count)?;
-        atomic(
-            ep,
-            Call::Compare,
-            l,
-            t,
-            m.context,
-            Some(flags & !PROVIDER_BITS),
-        )
-    })
-}
-
 /// The `*valid` calls and `query_atomic`: the most elements one operation takes, or
 /// -FI_EOPNOTSUPP.
 ///
 /// SAFETY: `count` is null or valid for writing.
-unsafe fn valid(what: &'static str, call: Call, dt: Dt, op: Op, count: *mut usize) -> c_int {
-    entry(what, || {
-        let (_, _, max) = typed(call, dt, op)?;
-        if let Some(c) = count.as_mut() {
-            *c = max;
+unsafe fn valid(call: Call, dt: Dt, op: Op, count: *mut usize) -> Result<c_int> {
+    let (_, _, max) = typed(call, dt, op)?;
+    if let Some(c) = count.as_mut() {
+        *c = max;
+    }
+    Ok(0)
+}
+
+// The plain calls take the endpoint's default flags, the `*msg` calls exactly theirs.
+entries! {
+    fn write(
+        ep: Ep, buf: *const c_void, count: usize, _desc: Ctx, dest: fi_addr_t, addr: u64,
+        key: u64, dt: Dt, op: Op, context: Ctx,
+    ) -> isize as "fi_atomic" {
+        let l = Local::write(count, elements(buf, count, dt)?);
+        atomic(ep, Call::Write, l, target(dest, addr, key, dt, op), context, None)
+    }
+
+    fn writev(
+        ep: Ep, v: *const fi_ioc, _desc: *mut Ctx, n: usize, dest: fi_addr_t, addr: u64,
+        key: u64, dt: Dt, op: Op, context: Ctx,
+    ) -> isize as "fi_atomicv" {
+        let (operand, count) = ioc_bytes(v, n, dt)?;
+        let l = Local::write(count, operand);
+        atomic(ep, Call::Write, l, target(dest, addr, key, dt, op), context, None)
+    }
+
+    fn writemsg(ep: Ep, m: *const fi_msg_atomic, flags: u64) -> isize as "fi_atomicmsg" {
+        let (m, t) = from_msg(m)?;
+        let (operand, count) = ioc_bytes(m.msg_iov, m.iov_count, t.dt)?;
+        same_count(m, count)?;
+        let l = Local::write(count, operand);
+        atomic(ep, Call::Write, l, t, m.context, Some(flags & !PROVIDER_BITS))
+    }
+
+    /// `fi_inject_atomic`: the operand is copied before it returns; no completion.
+    fn inject(
+        ep: Ep, buf: *const c_void, count: usize, dest: fi_addr_t, addr: u64, key: u64, dt: Dt,
+        op: Op,
+    ) -> isize as "fi_inject_atomic" {
+        let l = Local::write(count, elements(buf, count, dt)?);
+        let t = target(dest, addr, key, dt, op);
+        let flags = Some(FI_INJECT | INJECT_CALL);
+        atomic(ep, Call::Write, l, t, std::ptr::null_mut(), flags)
+    }
+
+    fn readwrite(
+        ep: Ep, buf: *const c_void, count: usize, _desc: Ctx, res: Ctx, _result_desc: Ctx,
+        dest: fi_addr_t, addr: u64, key: u64, dt: Dt, op: Op, context: Ctx,
+    ) -> isize as "fi_fetch_atomic" {
+        let l = Local::fetch(count, elements(buf, count, dt)?, result(res, count, dt)?);
+        atomic(ep, Call::Fetch, l, target(dest, addr, key, dt, op), context, None)
+    }
+
+    fn readwritev(
+        ep: Ep, v: *const fi_ioc, _desc: *mut Ctx, n: usize, resv: *mut fi_ioc,
+        _result_desc: *mut Ctx, result_n: usize, dest: fi_addr_t, addr: u64, key: u64, dt: Dt,
+        op: Op, context: Ctx,
+    ) -> isize as "fi_fetch_atomicv" {
+        let (operand, count) = ioc_bytes(v, n, dt)?;
+        let (res, res_count) = iocs(resv, result_n, dt)?;
+        if res_count != count {
+            return Err(Errno::INVAL);
         }
-        Ok(0)
-    })
-}
+        let l = Local::fetch(count, operand, res);
+        atomic(ep, Call::Fetch, l, target(dest, addr, key, dt, op), context, None)
+    }
 
-unsafe extern "C" fn writevalid(_ep: Ep, dt: Dt, op: Op, count: *mut usize) -> c_int {
-    valid("fi_atomicvalid", Call::Write, dt, op, count)
-}
+    fn readwritemsg(
+        ep: Ep, m: *const fi_msg_atomic, resv: *mut fi_ioc, _result_desc: *mut Ctx,
+        result_n: usize, flags: u64,
+    ) -> isize as "fi_fetch_atomicmsg" {
+        let (m, t) = from_msg(m)?;
+        let (res, count) = iocs(resv, result_n, t.dt)?;
+        same_count(m, count)?;
+        // ATOMIC_READ may come without an operand.
+        let (operand, n) = ioc_bytes(m.msg_iov, m.iov_count, t.dt)?;
+        if n != count && !(n == 0 && t.op == FI_ATOMIC_READ) {
+            return Err(Errno::INVAL);
+        }
+        let l = Local::fetch(count, operand, res);
+        atomic(ep, Call::Fetch, l, t, m.context, Some(flags & !PROVIDER_BITS))
+    }
 
-unsafe extern "C" fn readwritevalid(_ep: Ep, dt: Dt, op: Op, count: *mut usize) -> c_int {
-    valid("fi_fetch_atomicvalid", Call::Fetch, dt, op, count)
-}
+    fn compwrite(
+        ep: Ep, buf: *const c_void, count: usize, _desc: Ctx, compare: *const c_void,
+        _compare_desc: Ctx, res: Ctx, _result_desc: Ctx, dest: fi_addr_t, addr: u64, key: u64,
+        dt: Dt, op: Op, context: Ctx,
+    ) -> isize as "fi_compare_atomic" {
+        if compare.is_null() {
+            return Err(Errno::INVAL);
+        }
+        let l = Local {
+            count,
+            operand: elements(buf, count, dt)?,
+            compare: elements(compare, count, dt)?,
+            result: Some(result(res, count, dt)?),
+        };
+        atomic(ep, Call::Compare, l, target(dest, addr, key, dt, op), context, None)
+    }
 
-unsafe extern "C" fn compwritevalid(_ep: Ep, dt: Dt, op: Op, count: *mut usize) -> c_int {
-    valid("fi_compare_atomicvalid", Call::Compare, dt, op, count)
-}
+    fn compwritev(
+        ep: Ep, v: *const fi_ioc, _desc: *mut Ctx, n: usize, comparev: *const fi_ioc,
+        _compare_desc: *mut Ctx, compare_n: usize, resv: *mut fi_ioc, _result_desc: *mut Ctx,
+        result_n: usize, dest: fi_addr_t, addr: u64, key: u64, dt: Dt, op: Op, context: Ctx,
+    ) -> isize as "fi_compare_atomicv" {
+        let l = compare_local((v, n), (comparev, compare_n), (resv, result_n), dt)?;
+        atomic(ep, Call::Compare, l, target(dest, addr, key, dt, op), context, None)
+    }
 
-/// `fi_query_atomic`: the call family is FI_FETCH_ATOMIC, FI_COMPARE_ATOMIC or neither.
-pub(super) unsafe extern "C" fn query_atomic(
-    _domain: *mut fid_domain,
-    dt: Dt,
-    op: Op,
-    attr: *mut fi_atomic_attr,
-    flags: u64,
-) -> c_int {
-    let call = if flags & FI_COMPARE_ATOMIC != 0 {
-        Call::Compare
-    } else if flags & FI_FETCH_ATOMIC != 0 {
-        Call::Fetch
-    } else {
-        Call::Write
-    };
-    entry("fi_query_atomic", || {
+    fn compwritemsg(
+        ep: Ep, m: *const fi_msg_atomic, comparev: *const fi_ioc, _compare_desc: *mut Ctx,
+        compare_n: usize, resv: *mut fi_ioc, _result_desc: *mut Ctx, result_n: usize,
+        flags: u64,
+    ) -> isize as "fi_compare_atomicmsg" {
+        let (m, t) = from_msg(m)?;
+        let local = (m.msg_iov, m.iov_count);
+        let l = compare_local(local, (comparev, compare_n), (resv, result_n), t.dt)?;
+        same_count(m, l.count)?;
+        atomic(ep, Call::Compare, l, t, m.context, Some(flags & !PROVIDER_BITS))
+    }
+
+    fn writevalid(_ep: Ep, dt: Dt, op: Op, count: *mut usize) -> c_int as "fi_atomicvalid" {
+        valid(Call::Write, dt, op, count)
+    }
+
+    fn readwritevalid(
+        _ep: Ep, dt: Dt, op: Op, count: *mut usize,
+    ) -> c_int as "fi_fetch_atomicvalid" {
+        valid(Call::Fetch, dt, op, count)
+    }
+
+    fn compwritevalid(
+        _ep: Ep, dt: Dt, op: Op, count: *mut usize,
+    ) -> c_int as "fi_compare_atomicvalid" {
+        valid(Call::Compare, dt, op, count)
+    }
+
+    /// `fi_query_atomic`: the call family is FI_FETCH_ATOMIC, FI_COMPARE_ATOMIC or neither.
+    pub(super) fn query_atomic(
+        _domain: *mut fid_domain, dt: Dt, op: Op, attr: *mut fi_atomic_attr, flags: u64,
+    ) -> c_int as "fi_query_atomic" {
+        let call = if flags & FI_COMPARE_ATOMIC != 0 {
+            Call::Compare
+        } else if flags & FI_FETCH_ATOMIC != 0 {
+            Call::Fetch
+        } else {
+            Call::Write
+        };
         let (d, _, max) = typed(call, dt, op)?;
         let a = attr.as_mut().ok_or(Errno::INVAL)?;
         a.count = max;
         a.size = d.size();
         Ok(0)
-    })
+    }
 }
 
 pub(super) static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {

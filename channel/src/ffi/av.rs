@@ -5,18 +5,18 @@ use std::mem::size_of;
 use std::os::raw::{c_char, c_int};
 use std::ptr;
 use std::slice;
-use std::sync::Arc;
 
-use super::ep::copy_out;
 use super::obj::{self, Object};
+use super::out::copy_out;
 use super::panic::{entry, entry_or};
-use super::{domain, stubs};
+use super::stubs;
 use crate::addr::EpName;
 use crate::av::{straddr as to_text, AddressVector};
-use crate::error::{Errno, Result};
+use crate::domain::Domain;
+use crate::error::Errno;
 use crate::sys;
 
-static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+static FI_OPS: sys::fi_ops = stubs::fi_ops(obj::fi_close::<AddressVector>);
 
 static OPS: sys::fi_ops_av = sys::fi_ops_av {
     size: size_of::<sys::fi_ops_av>(),
@@ -32,6 +32,7 @@ static OPS: sys::fi_ops_av = sys::fi_ops_av {
 impl Object for AddressVector {
     type Fid = sys::fid_av;
     const CLASS: u32 = sys::FI_CLASS_AV;
+    const CLOSE: &'static str = "av close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -45,10 +46,10 @@ pub(super) unsafe extern "C" fn open(
     context: *mut c_void,
 ) -> c_int {
     entry("fi_av_open", || {
-        let d = domain::get(domain)?;
+        let d = obj::get::<Domain>(domain.cast())?;
         let a = attr.as_ref().ok_or(Errno::INVAL)?;
         let inner = AddressVector::open(
-            &d.domain,
+            d,
             a.type_,
             a.count,
             a.rx_ctx_bits,
@@ -64,15 +65,6 @@ pub(super) unsafe extern "C" fn open(
     })
 }
 
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("av close", || obj::close::<AddressVector>(fid).map(|()| 0))
-}
-
-/// SAFETY: as for [`obj::get`].
-pub(super) unsafe fn get<'a>(p: *const c_void) -> Result<&'a Arc<AddressVector>> {
-    obj::get::<AddressVector>(p)
-}
-
 /// `fi_av_insert`: `count` names packed back to back; returns how many were inserted (Open
 /// MPI 4.1 inserts all ranks at once and checks the count). With FI_SYNC_ERR, `context` is
 /// an `int` per name that gets 0 or the error.
@@ -85,7 +77,7 @@ unsafe extern "C" fn insert(
     context: *mut c_void,
 ) -> c_int {
     entry("fi_av_insert", || {
-        let av = get(av.cast())?;
+        let av = obj::get::<AddressVector>(av.cast())?;
         let bytes = count.checked_mul(EpName::LEN).ok_or(Errno::INVAL)?;
         if count == 0 {
             return Ok(0);
@@ -115,7 +107,7 @@ unsafe extern "C" fn remove(
     flags: u64,
 ) -> c_int {
     entry("fi_av_remove", || {
-        let av = get(av.cast())?;
+        let av = obj::get::<AddressVector>(av.cast())?;
         if count == 0 {
             return Ok(0);
         }
@@ -135,7 +127,7 @@ unsafe extern "C" fn lookup(
     addrlen: *mut usize,
 ) -> c_int {
     entry("fi_av_lookup", || {
-        let av = get(av.cast())?;
+        let av = obj::get::<AddressVector>(av.cast())?;
         let len = addrlen.as_mut().ok_or(Errno::INVAL)?;
         let name = av.lookup(fi_addr)?.encode();
         copy_out(&name, addr, *len);

@@ -3,17 +3,16 @@
 use std::ffi::c_void;
 use std::mem::size_of;
 use std::os::raw::c_int;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::obj::{self, Object};
-use super::panic::{entry, entry_or};
-use super::{domain, stubs};
+use super::panic::{entries, entry, entry_or};
+use super::stubs;
 use crate::cntr::Counter;
-use crate::error::Result;
+use crate::domain::Domain;
 use crate::sys;
 
-static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+static FI_OPS: sys::fi_ops = stubs::fi_ops(obj::fi_close::<Counter>);
 
 static OPS: sys::fi_ops_cntr = sys::fi_ops_cntr {
     size: size_of::<sys::fi_ops_cntr>(),
@@ -29,6 +28,7 @@ static OPS: sys::fi_ops_cntr = sys::fi_ops_cntr {
 impl Object for Counter {
     type Fid = sys::fid_cntr;
     const CLASS: u32 = sys::FI_CLASS_CNTR;
+    const CLOSE: &'static str = "cntr close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -42,13 +42,13 @@ pub(super) unsafe extern "C" fn open(
     context: *mut c_void,
 ) -> c_int {
     entry("fi_cntr_open", || {
-        let d = domain::get(domain)?;
+        let d = obj::get::<Domain>(domain.cast())?;
         let (events, wait_obj, flags) = attr
             .as_ref()
             .map_or((sys::FI_CNTR_EVENTS_COMP, sys::FI_WAIT_NONE, 0), |a| {
                 (a.events, a.wait_obj, a.flags)
             });
-        let inner = Counter::open(&d.domain, events, wait_obj, flags)?;
+        let inner = Counter::open(d, events, wait_obj, flags)?;
         let fid = sys::fid_cntr {
             fid: obj::header::<Counter>(context),
             ops: std::ptr::from_ref(&OPS).cast_mut(),
@@ -58,56 +58,39 @@ pub(super) unsafe extern "C" fn open(
     })
 }
 
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("cntr close", || obj::close::<Counter>(fid).map(|()| 0))
-}
-
-/// SAFETY: as for [`obj::get`].
-pub(super) unsafe fn get<'a>(p: *const c_void) -> Result<&'a Arc<Counter>> {
-    obj::get::<Counter>(p)
-}
-
 /// Reads have no error channel; a fid that is not a diwarp counter reads as 0.
 unsafe extern "C" fn read(cntr: *mut sys::fid_cntr) -> u64 {
     entry_or("fi_cntr_read", 0, || {
-        get(cntr.cast()).map_or(0, |c| c.read())
+        obj::get::<Counter>(cntr.cast()).map_or(0, |c| c.read())
     })
 }
 
 unsafe extern "C" fn readerr(cntr: *mut sys::fid_cntr) -> u64 {
     entry_or("fi_cntr_readerr", 0, || {
-        get(cntr.cast()).map_or(0, |c| c.read_err())
+        obj::get::<Counter>(cntr.cast()).map_or(0, |c| c.read_err())
     })
 }
 
-unsafe extern "C" fn add(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
-    entry("fi_cntr_add", || {
-        get(cntr.cast()).map(|c| c.add(value)).map(|()| 0)
-    })
-}
+entries! {
+    fn add(cntr: *mut sys::fid_cntr, value: u64) -> c_int as "fi_cntr_add" {
+        obj::get::<Counter>(cntr.cast()).map(|c| c.add(value)).map(|()| 0)
+    }
 
-unsafe extern "C" fn set(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
-    entry("fi_cntr_set", || {
-        get(cntr.cast()).map(|c| c.set(value)).map(|()| 0)
-    })
-}
+    fn set(cntr: *mut sys::fid_cntr, value: u64) -> c_int as "fi_cntr_set" {
+        obj::get::<Counter>(cntr.cast()).map(|c| c.set(value)).map(|()| 0)
+    }
 
-unsafe extern "C" fn adderr(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
-    entry("fi_cntr_adderr", || {
-        get(cntr.cast()).map(|c| c.add_err(value)).map(|()| 0)
-    })
-}
+    fn adderr(cntr: *mut sys::fid_cntr, value: u64) -> c_int as "fi_cntr_adderr" {
+        obj::get::<Counter>(cntr.cast()).map(|c| c.add_err(value)).map(|()| 0)
+    }
 
-unsafe extern "C" fn seterr(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
-    entry("fi_cntr_seterr", || {
-        get(cntr.cast()).map(|c| c.set_err(value)).map(|()| 0)
-    })
-}
+    fn seterr(cntr: *mut sys::fid_cntr, value: u64) -> c_int as "fi_cntr_seterr" {
+        obj::get::<Counter>(cntr.cast()).map(|c| c.set_err(value)).map(|()| 0)
+    }
 
-/// `timeout` in milliseconds; negative waits forever.
-unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_int) -> c_int {
-    entry("fi_cntr_wait", || {
+    /// `timeout` in milliseconds; negative waits forever.
+    fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_int) -> c_int as "fi_cntr_wait" {
         let timeout = u64::try_from(timeout).ok().map(Duration::from_millis);
-        get(cntr.cast())?.wait(threshold, timeout).map(|()| 0)
-    })
+        obj::get::<Counter>(cntr.cast())?.wait(threshold, timeout).map(|()| 0)
+    }
 }

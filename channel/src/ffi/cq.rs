@@ -4,17 +4,17 @@ use std::ffi::{c_void, CStr};
 use std::mem::size_of;
 use std::os::raw::{c_char, c_int};
 use std::ptr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::obj::{self, Object};
 use super::panic::{entry, entry_or};
-use super::{domain, stubs};
+use super::stubs;
 use crate::cq::{Completion, CompletionQueue, CqFormat};
+use crate::domain::Domain;
 use crate::error::{Errno, Result};
 use crate::sys;
 
-static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+static FI_OPS: sys::fi_ops = stubs::fi_ops(obj::fi_close::<CompletionQueue>);
 
 static OPS: sys::fi_ops_cq = sys::fi_ops_cq {
     size: size_of::<sys::fi_ops_cq>(),
@@ -30,6 +30,7 @@ static OPS: sys::fi_ops_cq = sys::fi_ops_cq {
 impl Object for CompletionQueue {
     type Fid = sys::fid_cq;
     const CLASS: u32 = sys::FI_CLASS_CQ;
+    const CLOSE: &'static str = "cq close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -43,9 +44,9 @@ pub(super) unsafe extern "C" fn open(
     context: *mut c_void,
 ) -> c_int {
     entry("fi_cq_open", || {
-        let d = domain::get(domain)?;
+        let d = obj::get::<Domain>(domain.cast())?;
         let a = attr.as_ref().ok_or(Errno::INVAL)?;
-        let inner = CompletionQueue::open(&d.domain, a.format, a.wait_obj, a.size)?;
+        let inner = CompletionQueue::open(d, a.format, a.wait_obj, a.size)?;
         let fid = sys::fid_cq {
             fid: obj::header::<CompletionQueue>(context),
             ops: ptr::from_ref(&OPS).cast_mut(),
@@ -53,17 +54,6 @@ pub(super) unsafe extern "C" fn open(
         obj::hand_out(cq, fid, inner)?;
         Ok(0)
     })
-}
-
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("cq close", || {
-        obj::close::<CompletionQueue>(fid).map(|()| 0)
-    })
-}
-
-/// SAFETY: as for [`obj::get`].
-pub(super) unsafe fn get<'a>(p: *const c_void) -> Result<&'a Arc<CompletionQueue>> {
-    obj::get::<CompletionQueue>(p)
 }
 
 /// Writes entry `i` of a `buf` holding entries of the queue's format.
@@ -142,7 +132,7 @@ unsafe fn read_with(
     src: *mut sys::fi_addr_t,
     read: impl FnOnce(&CompletionQueue, usize, &mut dyn FnMut(usize, &Completion)) -> Result<usize>,
 ) -> Result<isize> {
-    let cq = get(cq.cast())?;
+    let cq = obj::get::<CompletionQueue>(cq.cast())?;
     if buf.is_null() && count > 0 {
         return Err(Errno::INVAL);
     }
@@ -199,7 +189,7 @@ unsafe extern "C" fn sreadfrom(
 /// `fi_cq_signal`: a blocking read under way returns -FI_EAGAIN.
 unsafe extern "C" fn signal(cq: *mut sys::fid_cq) -> c_int {
     entry("fi_cq_signal", || {
-        get(cq.cast())?.signal()?;
+        obj::get::<CompletionQueue>(cq.cast())?.signal()?;
         Ok(0)
     })
 }
@@ -214,7 +204,7 @@ unsafe extern "C" fn readerr(
     _flags: u64,
 ) -> isize {
     entry("fi_cq_readerr", || {
-        let cq = get(cq.cast())?;
+        let cq = obj::get::<CompletionQueue>(cq.cast())?;
         if buf.is_null() {
             return Err(Errno::INVAL);
         }

@@ -4,16 +4,17 @@ use std::ffi::c_void;
 use std::mem::size_of;
 use std::os::raw::c_int;
 use std::ptr;
-use std::sync::Arc;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{atomic, av, cntr, cq, ep, fabric, info, mr, stubs};
+use super::{atomic, av, cntr, cq, ep, info, mr, stubs};
 use crate::domain::Domain;
-use crate::error::{Errno, Result};
+use crate::error::Errno;
+use crate::fabric::Fabric;
+use crate::info::fi_version;
 use crate::sys;
 
-static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+static FI_OPS: sys::fi_ops = stubs::fi_ops(obj::fi_close::<Domain>);
 
 static OPS: sys::fi_ops_domain = sys::fi_ops_domain {
     size: size_of::<sys::fi_ops_domain>(),
@@ -30,15 +31,12 @@ static OPS: sys::fi_ops_domain = sys::fi_ops_domain {
     endpoint2: Some(stubs::domain_endpoint2),
 };
 
-/// The domain remembers the API version of its fabric for checking endpoint infos.
-pub(super) struct DomainObj {
-    pub(super) domain: Arc<Domain>,
-    pub(super) api_version: u32,
-}
-
-impl Object for DomainObj {
+/// The fid holds the `Arc` that AVs, CQs, counters, endpoints and registrations opened from
+/// the domain share, so [`obj::close`] finds it busy while any of them is open.
+impl Object for Domain {
     type Fid = sys::fid_domain;
     const CLASS: u32 = sys::FI_CLASS_DOMAIN;
+    const CLOSE: &'static str = "domain close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -52,14 +50,12 @@ pub(super) unsafe extern "C" fn open(
     context: *mut c_void,
 ) -> c_int {
     entry("fi_domain", || {
-        let (fabric, api_version) = fabric::get(fabric)?;
+        let f = obj::get::<Fabric>(fabric.cast())?;
+        let api_version = api_version((*fabric).api_version);
         let info = info::read(info.as_ref().ok_or(Errno::INVAL)?);
-        let inner = Arc::new(DomainObj {
-            domain: Domain::open(fabric, api_version, &info)?,
-            api_version,
-        });
+        let inner = Domain::open(f, api_version, &info)?;
         let fid = sys::fid_domain {
-            fid: obj::header::<DomainObj>(context),
+            fid: obj::header::<Domain>(context),
             ops: ptr::from_ref(&OPS).cast_mut(),
             mr: ptr::from_ref(&mr::MR_OPS).cast_mut(),
         };
@@ -68,18 +64,12 @@ pub(super) unsafe extern "C" fn open(
     })
 }
 
-/// A domain stays open while anything opened from it is (its `Arc` is shared with them).
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("domain close", || {
-        let d = obj::get::<DomainObj>(fid.cast())?;
-        if Arc::strong_count(&d.domain) > 1 {
-            return Err(Errno::BUSY);
-        }
-        obj::close::<DomainObj>(fid).map(|()| 0)
-    })
-}
-
-/// SAFETY: as for [`obj::get`].
-pub(super) unsafe fn get<'a>(p: *mut sys::fid_domain) -> Result<&'a Arc<DomainObj>> {
-    obj::get::<DomainObj>(p.cast())
+/// The API version the fabric was opened with, for re-checking the info passed to
+/// `fi_domain` (and later `fi_endpoint`). Before 1.5 the core does not record it.
+fn api_version(fabric_api: u32) -> u32 {
+    if fabric_api == 0 {
+        fi_version(1, 4)
+    } else {
+        fabric_api
+    }
 }

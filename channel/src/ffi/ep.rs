@@ -7,11 +7,16 @@ use std::os::raw::c_int;
 use std::ptr;
 
 use super::obj::{self, Object};
+use super::out::copy_out;
 use super::panic::entry;
-use super::{atomic, av, cntr, cq, domain, info, msg, rma, stubs};
+use super::{atomic, info, msg, rma, stubs};
 use crate::addr::EpName;
+use crate::av::AddressVector;
+use crate::cntr::Counter;
+use crate::cq::CompletionQueue;
+use crate::domain::Domain;
 use crate::endpoint::{Bind, Endpoint};
-use crate::error::{Errno, Result};
+use crate::error::Errno;
 use crate::sys;
 
 static FI_OPS: sys::fi_ops = sys::fi_ops {
@@ -47,6 +52,7 @@ static CM_OPS: sys::fi_ops_cm = sys::fi_ops_cm {
 impl Object for Endpoint {
     type Fid = sys::fid_ep;
     const CLASS: u32 = sys::FI_CLASS_EP;
+    const CLOSE: &'static str = "ep close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -60,9 +66,9 @@ pub(super) unsafe extern "C" fn open(
     context: *mut c_void,
 ) -> c_int {
     entry("fi_endpoint", || {
-        let d = domain::get(domain)?;
+        let d = obj::get::<Domain>(domain.cast())?;
         let info = info::read(info.as_ref().ok_or(Errno::INVAL)?);
-        let inner = Endpoint::open(&d.domain, d.api_version, &info)?;
+        let inner = Endpoint::open(d, d.api_version, &info)?;
         let fid = sys::fid_ep {
             fid: obj::header::<Endpoint>(context),
             ops: ptr::from_ref(&EP_OPS).cast_mut(),
@@ -80,22 +86,17 @@ pub(super) unsafe extern "C" fn open(
 
 /// `fi_close`: lingers until the endpoint's sends are acknowledged (bounded), then frees it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("ep close", || {
-        get(fid.cast())?.shutdown();
+    entry(Endpoint::CLOSE, || {
+        obj::get::<Endpoint>(fid.cast())?.shutdown();
         obj::close::<Endpoint>(fid).map(|()| 0)
     })
-}
-
-/// SAFETY: as for [`obj::get`].
-pub(super) unsafe fn get<'a>(p: *const c_void) -> Result<&'a std::sync::Arc<Endpoint>> {
-    obj::get::<Endpoint>(p)
 }
 
 /// `fi_cancel`: a posted receive completes with FI_ECANCELED; -FI_ENOENT if none has this
 /// context (it matched already, or it is a send, which cannot be cancelled).
 unsafe extern "C" fn cancel(fid: sys::fid_t, context: *mut c_void) -> isize {
     entry("fi_cancel", || {
-        get(fid.cast())?.cancel(context as usize)?;
+        obj::get::<Endpoint>(fid.cast())?.cancel(context as usize)?;
         Ok(0)
     })
 }
@@ -103,12 +104,12 @@ unsafe extern "C" fn cancel(fid: sys::fid_t, context: *mut c_void) -> isize {
 /// `fi_ep_bind`: the bound object's class says what it is.
 unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
     entry("fi_ep_bind", || {
-        let ep = get(fid.cast())?;
+        let ep = obj::get::<Endpoint>(fid.cast())?;
         let class = bfid.as_ref().ok_or(Errno::INVAL)?.fclass as u32;
         let target = match class {
-            sys::FI_CLASS_AV => Bind::Av(av::get(bfid.cast())?.clone()),
-            sys::FI_CLASS_CQ => Bind::Cq(cq::get(bfid.cast())?.clone()),
-            sys::FI_CLASS_CNTR => Bind::Cntr(cntr::get(bfid.cast())?.clone()),
+            sys::FI_CLASS_AV => Bind::Av(obj::get::<AddressVector>(bfid.cast())?.clone()),
+            sys::FI_CLASS_CQ => Bind::Cq(obj::get::<CompletionQueue>(bfid.cast())?.clone()),
+            sys::FI_CLASS_CNTR => Bind::Cntr(obj::get::<Counter>(bfid.cast())?.clone()),
             _ => return Err(Errno::NOSYS),
         };
         ep.bind(target, flags)?;
@@ -120,7 +121,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
 /// argument is a `uint64_t *`).
 unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, arg: *mut c_void) -> c_int {
     entry("fi_control", || {
-        let ep = get(fid.cast())?;
+        let ep = obj::get::<Endpoint>(fid.cast())?;
         match command as u32 {
             sys::FI_ENABLE => ep.enable()?,
             sys::FI_GETOPSFLAG => {
@@ -146,7 +147,7 @@ unsafe extern "C" fn getopt(
     optlen: *mut usize,
 ) -> c_int {
     entry("fi_getopt", || {
-        let ep = get(fid.cast())?;
+        let ep = obj::get::<Endpoint>(fid.cast())?;
         if level as u32 != sys::FI_OPT_ENDPOINT {
             return Err(Errno::NOPROTOOPT);
         }
@@ -175,7 +176,7 @@ unsafe extern "C" fn setopt(
     optlen: usize,
 ) -> c_int {
     entry("fi_setopt", || {
-        let ep = get(fid.cast())?;
+        let ep = obj::get::<Endpoint>(fid.cast())?;
         if level as u32 != sys::FI_OPT_ENDPOINT || optname as u32 != sys::FI_OPT_MIN_MULTI_RECV {
             return Err(Errno::NOPROTOOPT);
         }
@@ -191,7 +192,7 @@ unsafe extern "C" fn setopt(
 /// a short buffer gets as much as fits, the real length, and -FI_ETOOSMALL.
 unsafe extern "C" fn getname(fid: sys::fid_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {
     entry("fi_getname", || {
-        let ep = get(fid.cast())?;
+        let ep = obj::get::<Endpoint>(fid.cast())?;
         let len = addrlen.as_mut().ok_or(Errno::INVAL)?;
         let name = ep.name().encode();
         let fits = *len >= EpName::LEN;
@@ -203,13 +204,4 @@ unsafe extern "C" fn getname(fid: sys::fid_t, addr: *mut c_void, addrlen: *mut u
             Err(Errno::TOOSMALL)
         }
     })
-}
-
-/// Copies as much of `src` as fits into a caller's buffer of `cap` bytes (none if NULL).
-///
-/// SAFETY: `dst` is null or writable for `cap` bytes.
-pub(super) unsafe fn copy_out(src: &[u8], dst: *mut c_void, cap: usize) {
-    if !dst.is_null() {
-        ptr::copy_nonoverlapping(src.as_ptr(), dst.cast::<u8>(), src.len().min(cap));
-    }
 }

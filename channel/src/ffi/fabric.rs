@@ -7,12 +7,12 @@ use std::ptr;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{domain, provider, stubs};
+use super::{domain, loaded, stubs};
 use crate::error::Errno;
 use crate::fabric::Fabric;
 use crate::sys;
 
-static FI_OPS: sys::fi_ops = stubs::fi_ops(close);
+static FI_OPS: sys::fi_ops = stubs::fi_ops(obj::fi_close::<Fabric>);
 
 static OPS: sys::fi_ops_fabric = sys::fi_ops_fabric {
     size: size_of::<sys::fi_ops_fabric>(),
@@ -27,6 +27,7 @@ static OPS: sys::fi_ops_fabric = sys::fi_ops_fabric {
 impl Object for Fabric {
     type Fid = sys::fid_fabric;
     const CLASS: u32 = sys::FI_CLASS_FABRIC;
+    const CLOSE: &'static str = "fabric close";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -44,7 +45,7 @@ pub(super) unsafe extern "C" fn open(
             return Err(Errno::INVAL);
         }
         let name = CStr::from_ptr(attr.name).to_string_lossy();
-        let inner = Fabric::open(&name, provider::config())?;
+        let inner = Fabric::open(&name, loaded::config())?;
         let fid = sys::fid_fabric {
             fid: obj::header::<Fabric>(context),
             ops: ptr::from_ref(&OPS).cast_mut(),
@@ -53,18 +54,4 @@ pub(super) unsafe extern "C" fn open(
         obj::hand_out(fabric, fid, inner)?;
         Ok(0)
     })
-}
-
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("fabric close", || obj::close::<Fabric>(fid).map(|()| 0))
-}
-
-/// The fabric behind a fid, with the API version the application opened it with.
-///
-/// SAFETY: as for [`obj::get`].
-pub(super) unsafe fn get<'a>(
-    p: *mut sys::fid_fabric,
-) -> crate::error::Result<(&'a std::sync::Arc<Fabric>, u32)> {
-    let f = obj::get::<Fabric>(p.cast())?;
-    Ok((f, provider::api_version((*p).api_version)))
 }

@@ -3,7 +3,7 @@
 use std::ffi::CString;
 use std::os::raw::c_int;
 
-use super::provider;
+use super::loaded;
 use crate::log::{Level, Sink, Subsys};
 use crate::sys;
 
@@ -47,23 +47,23 @@ impl Sink for Core {
 /// Only a provider the core has loaded may log: the core keys its filters on the provider
 /// struct it registered (and unit tests run without a core).
 fn enabled(l: Level, s: Subsys) -> bool {
-    if !provider::is_loaded() {
+    let Some(prov) = loaded::provider() else {
         return false;
-    }
+    };
     // SAFETY: the provider struct is static and registered with the core.
-    unsafe { sys::fi_log_enabled(provider::ptr(), level(l), subsys(s)) != 0 }
+    unsafe { sys::fi_log_enabled(prov, level(l), subsys(s)) != 0 }
 }
 
 fn emit(l: Level, s: Subsys, func: &str, line: u32, msg: &str) {
-    if !provider::is_loaded() {
+    let Some(prov) = loaded::provider() else {
         return;
-    }
+    };
     let func = CString::new(func.replace('\0', "")).unwrap_or_default();
     let msg = CString::new(msg.replace('\0', "")).unwrap_or_default();
     // SAFETY: all strings are NUL-terminated and outlive the call; "%s" consumes one argument.
     unsafe {
         sys::fi_log(
-            provider::ptr(),
+            prov,
             level(l),
             subsys(s),
             func.as_ptr(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::obj::{self, Object};
 use super::panic::entry;
-use super::{domain, stubs};
+use super::stubs;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
 use crate::raw::mem::UserMem;
@@ -32,6 +32,7 @@ pub(super) struct MemoryRegion {
 impl Object for MemoryRegion {
     type Fid = sys::fid_mr;
     const CLASS: u32 = sys::FI_CLASS_MR;
+    const CLOSE: &'static str = "fi_close(mr)";
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
@@ -50,16 +51,16 @@ unsafe fn register(
     out: *mut *mut sys::fid_mr,
     context: *mut c_void,
 ) -> Result<c_int> {
-    let d = domain::get(fid.cast())?;
+    let d = obj::get::<Domain>(fid.cast())?;
     if count > 1 {
         return Err(Errno::INVAL);
     }
     // A null base with a length (MPICH's whole-address-space registration for dynamic
     // windows) is refused; MPICH then serves such windows with its own messages.
     let mem = UserMem::from_iov(iov, count)?;
-    d.domain.mrs.insert(key, mem, access)?;
+    d.mrs.insert(key, mem, access)?;
     let inner = Arc::new(MemoryRegion {
-        domain: Arc::clone(&d.domain),
+        domain: Arc::clone(d),
         key,
     });
     let mr = sys::fid_mr {
@@ -68,7 +69,7 @@ unsafe fn register(
         key,
     };
     if let Err(e) = obj::hand_out(out, mr, inner) {
-        d.domain.mrs.remove(key);
+        d.mrs.remove(key);
         return Err(e);
     }
     Ok(0)
@@ -140,7 +141,7 @@ unsafe extern "C" fn regattr(
 
 /// `fi_close` of a registration: peers' accesses that come later are refused.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    entry("fi_close(mr)", || {
+    entry(MemoryRegion::CLOSE, || {
         let m = obj::get::<MemoryRegion>(fid.cast())?;
         let (domain, key) = (Arc::clone(&m.domain), m.key);
         obj::close::<MemoryRegion>(fid)?;

@@ -3,10 +3,12 @@
 
 use std::ffi::c_void;
 use std::mem::size_of;
+use std::ptr::null_mut;
 
-use super::ep;
-use super::panic::entry;
+use super::obj;
+use super::panic::entries;
 use crate::data::{RecvArgs, SendArgs, INJECT_CALL, PROVIDER_BITS};
+use crate::endpoint::Endpoint;
 use crate::error::{Errno, Result};
 use crate::info::IOV_LIMIT;
 use crate::matching::Kind;
@@ -33,7 +35,7 @@ unsafe fn iov(iov: *const iovec, count: usize) -> Result<UserMem> {
 enum TxFlags {
     /// Plain calls: the endpoint's default flags (FI_COMPLETION and the completion level),
     /// plus FI_REMOTE_CQ_DATA for `*data`; injects take only their own flags.
-    Default(u64),
+    Plain(u64),
     /// `*msg` calls: exactly the flags given.
     Given(u64),
 }
@@ -50,10 +52,10 @@ unsafe fn send(
     context: Ctx,
     flags: TxFlags,
 ) -> Result<isize> {
-    let e = ep::get(ep.cast())?;
+    let e = obj::get::<Endpoint>(ep.cast())?;
     let flags = match flags {
-        TxFlags::Default(extra) if extra & FI_INJECT == 0 => e.op_flags(FI_TRANSMIT)? | extra,
-        TxFlags::Default(f) => f | INJECT_CALL,
+        TxFlags::Plain(extra) if extra & FI_INJECT == 0 => e.op_flags(FI_TRANSMIT)? | extra,
+        TxFlags::Plain(f) => f | INJECT_CALL,
         TxFlags::Given(f) => f & !PROVIDER_BITS,
     };
     e.send(SendArgs {
@@ -80,7 +82,7 @@ unsafe fn recv(
     context: Ctx,
     flags: Option<u64>,
 ) -> Result<isize> {
-    let e = ep::get(ep.cast())?;
+    let e = obj::get::<Endpoint>(ep.cast())?;
     let flags = e.flags_or_default(flags, FI_RECV)?;
     e.recv(RecvArgs {
         kind,
@@ -98,219 +100,81 @@ fn cq_data(flags: u64, data: u64) -> Option<u64> {
     (flags & FI_REMOTE_CQ_DATA != 0).then_some(data)
 }
 
-unsafe extern "C" fn msg_recv(
-    ep: Ep,
-    buf: Ctx,
-    len: usize,
-    _desc: Ctx,
-    src: fi_addr_t,
-    context: Ctx,
-) -> isize {
-    entry("fi_recv", || {
+// The plain calls take the endpoint's default flags, the `*msg` calls exactly theirs; a
+// tagged call is its msg twin with the tag (and for receives the ignore mask) added.
+entries! {
+    fn msg_recv(ep: Ep, buf: Ctx, len: usize, _desc: Ctx, src: fi_addr_t, context: Ctx) -> isize
+    as "fi_recv" {
         recv(ep, Kind::Msg, one(buf, len)?, src, 0, 0, context, None)
-    })
-}
+    }
 
-unsafe extern "C" fn msg_recvv(
-    ep: Ep,
-    v: *const iovec,
-    _desc: *mut Ctx,
-    count: usize,
-    src: fi_addr_t,
-    context: Ctx,
-) -> isize {
-    entry("fi_recvv", || {
+    fn msg_recvv(
+        ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, src: fi_addr_t, context: Ctx,
+    ) -> isize as "fi_recvv" {
         recv(ep, Kind::Msg, iov(v, count)?, src, 0, 0, context, None)
-    })
-}
+    }
 
-unsafe extern "C" fn msg_recvmsg(ep: Ep, m: *const fi_msg, flags: u64) -> isize {
-    entry("fi_recvmsg", || {
+    fn msg_recvmsg(ep: Ep, m: *const fi_msg, flags: u64) -> isize as "fi_recvmsg" {
         let m = m.as_ref().ok_or(Errno::INVAL)?;
-        recv(
-            ep,
-            Kind::Msg,
-            iov(m.msg_iov, m.iov_count)?,
-            m.addr,
-            0,
-            0,
-            m.context,
-            Some(flags),
-        )
-    })
-}
+        let mem = iov(m.msg_iov, m.iov_count)?;
+        recv(ep, Kind::Msg, mem, m.addr, 0, 0, m.context, Some(flags))
+    }
 
-unsafe extern "C" fn msg_send(
-    ep: Ep,
-    buf: *const c_void,
-    len: usize,
-    _desc: Ctx,
-    dest: fi_addr_t,
-    context: Ctx,
-) -> isize {
-    entry("fi_send", || {
-        send(
-            ep,
-            Kind::Msg,
-            one(buf, len)?,
-            dest,
-            0,
-            None,
-            context,
-            TxFlags::Default(0),
-        )
-    })
-}
+    fn msg_send(
+        ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, dest: fi_addr_t, context: Ctx,
+    ) -> isize as "fi_send" {
+        send(ep, Kind::Msg, one(buf, len)?, dest, 0, None, context, TxFlags::Plain(0))
+    }
 
-unsafe extern "C" fn msg_sendv(
-    ep: Ep,
-    v: *const iovec,
-    _desc: *mut Ctx,
-    count: usize,
-    dest: fi_addr_t,
-    context: Ctx,
-) -> isize {
-    entry("fi_sendv", || {
-        send(
-            ep,
-            Kind::Msg,
-            iov(v, count)?,
-            dest,
-            0,
-            None,
-            context,
-            TxFlags::Default(0),
-        )
-    })
-}
+    fn msg_sendv(
+        ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, dest: fi_addr_t, context: Ctx,
+    ) -> isize as "fi_sendv" {
+        send(ep, Kind::Msg, iov(v, count)?, dest, 0, None, context, TxFlags::Plain(0))
+    }
 
-unsafe extern "C" fn msg_sendmsg(ep: Ep, m: *const fi_msg, flags: u64) -> isize {
-    entry("fi_sendmsg", || {
+    fn msg_sendmsg(ep: Ep, m: *const fi_msg, flags: u64) -> isize as "fi_sendmsg" {
         let m = m.as_ref().ok_or(Errno::INVAL)?;
         let mem = iov(m.msg_iov, m.iov_count)?;
         let data = cq_data(flags, m.data);
-        send(
-            ep,
-            Kind::Msg,
-            mem,
-            m.addr,
-            0,
-            data,
-            m.context,
-            TxFlags::Given(flags),
-        )
-    })
-}
+        send(ep, Kind::Msg, mem, m.addr, 0, data, m.context, TxFlags::Given(flags))
+    }
 
-unsafe extern "C" fn msg_inject(ep: Ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
-    entry("fi_inject", || {
-        send(
-            ep,
-            Kind::Msg,
-            one(buf, len)?,
-            dest,
-            0,
-            None,
-            std::ptr::null_mut(),
-            TxFlags::Default(FI_INJECT),
-        )
-    })
-}
+    fn msg_inject(ep: Ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize
+    as "fi_inject" {
+        let flags = TxFlags::Plain(FI_INJECT);
+        send(ep, Kind::Msg, one(buf, len)?, dest, 0, None, null_mut(), flags)
+    }
 
-unsafe extern "C" fn msg_senddata(
-    ep: Ep,
-    buf: *const c_void,
-    len: usize,
-    _desc: Ctx,
-    data: u64,
-    dest: fi_addr_t,
-    context: Ctx,
-) -> isize {
-    entry("fi_senddata", || {
-        send(
-            ep,
-            Kind::Msg,
-            one(buf, len)?,
-            dest,
-            0,
-            Some(data),
-            context,
-            TxFlags::Default(FI_REMOTE_CQ_DATA),
-        )
-    })
-}
+    fn msg_senddata(
+        ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, data: u64, dest: fi_addr_t,
+        context: Ctx,
+    ) -> isize as "fi_senddata" {
+        let flags = TxFlags::Plain(FI_REMOTE_CQ_DATA);
+        send(ep, Kind::Msg, one(buf, len)?, dest, 0, Some(data), context, flags)
+    }
 
-unsafe extern "C" fn msg_injectdata(
-    ep: Ep,
-    buf: *const c_void,
-    len: usize,
-    data: u64,
-    dest: fi_addr_t,
-) -> isize {
-    entry("fi_injectdata", || {
-        send(
-            ep,
-            Kind::Msg,
-            one(buf, len)?,
-            dest,
-            0,
-            Some(data),
-            std::ptr::null_mut(),
-            TxFlags::Default(FI_INJECT | FI_REMOTE_CQ_DATA),
-        )
-    })
-}
+    fn msg_injectdata(
+        ep: Ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t,
+    ) -> isize as "fi_injectdata" {
+        let flags = TxFlags::Plain(FI_INJECT | FI_REMOTE_CQ_DATA);
+        send(ep, Kind::Msg, one(buf, len)?, dest, 0, Some(data), null_mut(), flags)
+    }
 
-unsafe extern "C" fn tagged_recv(
-    ep: Ep,
-    buf: Ctx,
-    len: usize,
-    _desc: Ctx,
-    src: fi_addr_t,
-    tag: u64,
-    ignore: u64,
-    context: Ctx,
-) -> isize {
-    entry("fi_trecv", || {
-        recv(
-            ep,
-            Kind::Tagged,
-            one(buf, len)?,
-            src,
-            tag,
-            ignore,
-            context,
-            None,
-        )
-    })
-}
+    fn tagged_recv(
+        ep: Ep, buf: Ctx, len: usize, _desc: Ctx, src: fi_addr_t, tag: u64, ignore: u64,
+        context: Ctx,
+    ) -> isize as "fi_trecv" {
+        recv(ep, Kind::Tagged, one(buf, len)?, src, tag, ignore, context, None)
+    }
 
-unsafe extern "C" fn tagged_recvv(
-    ep: Ep,
-    v: *const iovec,
-    _desc: *mut Ctx,
-    count: usize,
-    src: fi_addr_t,
-    tag: u64,
-    ignore: u64,
-    context: Ctx,
-) -> isize {
-    entry("fi_trecvv", || {
-        recv(
-            ep,
-            Kind::Tagged,
-            iov(v, count)?,
-            src,
-            tag,
-            ignore,
-            context,
-            None,
-        )
-    })
-}
+    fn tagged_recvv(
+        ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, src: fi_addr_t, tag: u64,
+        ignore: u64, context: Ctx,
+    ) -> isize as "fi_trecvv" {
+        recv(ep, Kind::Tagged, iov(v, count)?, src, tag, ignore, context, None)
+    }
 
-unsafe extern "C" fn tagged_recvmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64) -> isize {
-    entry("fi_trecvmsg", || {
+    fn tagged_recvmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64) -> isize as "fi_trecvmsg" {
         let m = m.as_ref().ok_or(Errno::INVAL)?;
         // A peek or claim carries no buffer worth checking; a discard none at all.
         let mem = if flags & (FI_PEEK | FI_DISCARD) != 0 && m.msg_iov.is_null() {
@@ -318,148 +182,51 @@ unsafe extern "C" fn tagged_recvmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64)
         } else {
             iov(m.msg_iov, m.iov_count)?
         };
-        recv(
-            ep,
-            Kind::Tagged,
-            mem,
-            m.addr,
-            m.tag,
-            m.ignore,
-            m.context,
-            Some(flags),
-        )
-    })
-}
+        recv(ep, Kind::Tagged, mem, m.addr, m.tag, m.ignore, m.context, Some(flags))
+    }
 
-unsafe extern "C" fn tagged_send(
-    ep: Ep,
-    buf: *const c_void,
-    len: usize,
-    _desc: Ctx,
-    dest: fi_addr_t,
-    tag: u64,
-    context: Ctx,
-) -> isize {
-    entry("fi_tsend", || {
-        send(
-            ep,
-            Kind::Tagged,
-            one(buf, len)?,
-            dest,
-            tag,
-            None,
-            context,
-            TxFlags::Default(0),
-        )
-    })
-}
+    fn tagged_send(
+        ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, dest: fi_addr_t, tag: u64,
+        context: Ctx,
+    ) -> isize as "fi_tsend" {
+        send(ep, Kind::Tagged, one(buf, len)?, dest, tag, None, context, TxFlags::Plain(0))
+    }
 
-unsafe extern "C" fn tagged_sendv(
-    ep: Ep,
-    v: *const iovec,
-    _desc: *mut Ctx,
-    count: usize,
-    dest: fi_addr_t,
-    tag: u64,
-    context: Ctx,
-) -> isize {
-    entry("fi_tsendv", || {
-        send(
-            ep,
-            Kind::Tagged,
-            iov(v, count)?,
-            dest,
-            tag,
-            None,
-            context,
-            TxFlags::Default(0),
-        )
-    })
-}
+    fn tagged_sendv(
+        ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, dest: fi_addr_t, tag: u64,
+        context: Ctx,
+    ) -> isize as "fi_tsendv" {
+        send(ep, Kind::Tagged, iov(v, count)?, dest, tag, None, context, TxFlags::Plain(0))
+    }
 
-unsafe extern "C" fn tagged_sendmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64) -> isize {
-    entry("fi_tsendmsg", || {
+    fn tagged_sendmsg(ep: Ep, m: *const fi_msg_tagged, flags: u64) -> isize as "fi_tsendmsg" {
         let m = m.as_ref().ok_or(Errno::INVAL)?;
         let mem = iov(m.msg_iov, m.iov_count)?;
         let data = cq_data(flags, m.data);
-        send(
-            ep,
-            Kind::Tagged,
-            mem,
-            m.addr,
-            m.tag,
-            data,
-            m.context,
-            TxFlags::Given(flags),
-        )
-    })
-}
+        send(ep, Kind::Tagged, mem, m.addr, m.tag, data, m.context, TxFlags::Given(flags))
+    }
 
-unsafe extern "C" fn tagged_inject(
-    ep: Ep,
-    buf: *const c_void,
-    len: usize,
-    dest: fi_addr_t,
-    tag: u64,
-) -> isize {
-    entry("fi_tinject", || {
-        send(
-            ep,
-            Kind::Tagged,
-            one(buf, len)?,
-            dest,
-            tag,
-            None,
-            std::ptr::null_mut(),
-            TxFlags::Default(FI_INJECT),
-        )
-    })
-}
+    fn tagged_inject(
+        ep: Ep, buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64,
+    ) -> isize as "fi_tinject" {
+        let flags = TxFlags::Plain(FI_INJECT);
+        send(ep, Kind::Tagged, one(buf, len)?, dest, tag, None, null_mut(), flags)
+    }
 
-unsafe extern "C" fn tagged_senddata(
-    ep: Ep,
-    buf: *const c_void,
-    len: usize,
-    _desc: Ctx,
-    data: u64,
-    dest: fi_addr_t,
-    tag: u64,
-    context: Ctx,
-) -> isize {
-    entry("fi_tsenddata", || {
-        send(
-            ep,
-            Kind::Tagged,
-            one(buf, len)?,
-            dest,
-            tag,
-            Some(data),
-            context,
-            TxFlags::Default(FI_REMOTE_CQ_DATA),
-        )
-    })
-}
+    fn tagged_senddata(
+        ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, data: u64, dest: fi_addr_t, tag: u64,
+        context: Ctx,
+    ) -> isize as "fi_tsenddata" {
+        let flags = TxFlags::Plain(FI_REMOTE_CQ_DATA);
+        send(ep, Kind::Tagged, one(buf, len)?, dest, tag, Some(data), context, flags)
+    }
 
-unsafe extern "C" fn tagged_injectdata(
-    ep: Ep,
-    buf: *const c_void,
-    len: usize,
-    data: u64,
-    dest: fi_addr_t,
-    tag: u64,
-) -> isize {
-    entry("fi_tinjectdata", || {
-        send(
-            ep,
-            Kind::Tagged,
-            one(buf, len)?,
-            dest,
-            tag,
-            Some(data),
-            std::ptr::null_mut(),
-            TxFlags::Default(FI_INJECT | FI_REMOTE_CQ_DATA),
-        )
-    })
+    fn tagged_injectdata(
+        ep: Ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, tag: u64,
+    ) -> isize as "fi_tinjectdata" {
+        let flags = TxFlags::Plain(FI_INJECT | FI_REMOTE_CQ_DATA);
+        send(ep, Kind::Tagged, one(buf, len)?, dest, tag, Some(data), null_mut(), flags)
+    }
 }
 
 pub(super) static MSG_OPS: fi_ops_msg = fi_ops_msg {

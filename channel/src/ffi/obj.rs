@@ -1,9 +1,11 @@
 //! libfabric objects: a C fid struct followed by the safe object it stands for.
 
 use std::ffi::c_void;
+use std::os::raw::c_int;
 use std::ptr;
 use std::sync::Arc;
 
+use super::panic::entry;
 use crate::error::{Errno, Result};
 use crate::sys;
 
@@ -11,6 +13,8 @@ use crate::sys;
 pub(super) trait Object: Sized + 'static {
     type Fid;
     const CLASS: u32;
+    /// What a panic in its `fi_close` is reported as.
+    const CLOSE: &'static str;
     /// The `fi_ops` table every fid of this class points at: it tells diwarp's fids of this
     /// class apart from anything else the application might pass.
     fn fi_ops() -> &'static sys::fi_ops;
@@ -62,6 +66,13 @@ pub(super) unsafe fn close<T: Object>(p: *mut sys::fid) -> Result<()> {
     }
     drop(Box::from_raw(p.cast::<Obj<T>>()));
     Ok(())
+}
+
+/// The `fi_close` of the classes whose objects take nothing down with them but [`close`].
+///
+/// SAFETY: as for [`close`].
+pub(super) unsafe extern "C" fn fi_close<T: Object>(fid: *mut sys::fid) -> c_int {
+    entry(T::CLOSE, || close::<T>(fid).map(|()| 0))
 }
 
 /// Writes a new object's fid to the application's out-pointer.

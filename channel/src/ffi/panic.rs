@@ -46,6 +46,24 @@ pub(super) fn entry_or<R>(what: &str, on_panic: R, body: impl FnOnce() -> R) -> 
     })
 }
 
+/// `extern "C"` entry points, each a body run inside [`entry`] under the name its panic is
+/// reported by, so that no entry point can forget the boundary. The body evaluates to a
+/// `Result` of the C return type.
+macro_rules! entries {
+    ($(
+        $(#[$attr:meta])*
+        $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty as $what:literal
+        $body:block
+    )*) => {$(
+        $(#[$attr])*
+        #[allow(clippy::too_many_arguments)] // the C calls' own argument lists
+        $vis unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            super::panic::entry($what, || $body)
+        }
+    )*};
+}
+pub(super) use entries;
+
 fn report(what: &str, payload: &(dyn Any + Send)) {
     let msg = payload
         .downcast_ref::<&str>()

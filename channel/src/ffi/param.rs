@@ -4,7 +4,6 @@ use std::ffi::{c_void, CStr, CString};
 use std::os::raw::{c_char, c_int};
 use std::ptr;
 
-use super::provider;
 use crate::diag;
 use crate::params::{ParamKind, ParamSource, ParamSpec, ParamValue, PARAMS};
 use crate::sys;
@@ -19,7 +18,9 @@ fn kind(k: ParamKind) -> sys::fi_param_type {
 }
 
 /// Registers every parameter, so `fi_info -e` lists them and `fi_param_get` finds them.
-pub(super) fn define_all() {
+///
+/// SAFETY: `prov` is the provider struct the core is loading.
+pub(super) unsafe fn define_all(prov: *mut sys::fi_provider) {
     for p in PARAMS {
         let (Ok(name), Ok(help)) = (CString::new(p.name), CString::new(p.help_with_default()))
         else {
@@ -28,7 +29,7 @@ pub(super) fn define_all() {
         // SAFETY: the core copies both strings; "%s" consumes the one argument.
         let r = unsafe {
             sys::fi_param_define(
-                provider::ptr(),
+                prov,
                 name.as_ptr(),
                 kind(p.kind),
                 c"%s".as_ptr(),
@@ -41,15 +42,16 @@ pub(super) fn define_all() {
     }
 }
 
-/// Reads parameters through the core (environment, or libfabric's configuration file).
-pub(super) struct CoreParams;
+/// Reads parameters through the core (environment, or libfabric's configuration file), as
+/// set for the provider struct it holds, which must be the one the core is loading.
+pub(super) struct CoreParams(pub(super) *mut sys::fi_provider);
 
 impl CoreParams {
     /// SAFETY: `T` must be the C type `fi_param_get` writes for `spec.kind`.
-    unsafe fn get<T: Copy>(spec: &ParamSpec, mut value: T) -> Option<T> {
+    unsafe fn get<T: Copy>(&self, spec: &ParamSpec, mut value: T) -> Option<T> {
         let name = CString::new(spec.name).ok()?;
         let r = sys::fi_param_get(
-            provider::ptr(),
+            self.0,
             name.as_ptr(),
             ptr::from_mut(&mut value).cast::<c_void>(),
         );
@@ -64,13 +66,15 @@ impl ParamSource for CoreParams {
         unsafe {
             match spec.kind {
                 ParamKind::Str => {
-                    let p = Self::get::<*const c_char>(spec, ptr::null())?;
+                    let p = self.get::<*const c_char>(spec, ptr::null())?;
                     (!p.is_null())
                         .then(|| ParamValue::Str(CStr::from_ptr(p).to_string_lossy().into_owned()))
                 }
-                ParamKind::Int => Self::get::<c_int>(spec, 0).map(|v| ParamValue::Int(v.into())),
-                ParamKind::Bool => Self::get::<c_int>(spec, 0).map(|v| ParamValue::Bool(v != 0)),
-                ParamKind::Size => Self::get::<usize>(spec, 0).map(ParamValue::Size),
+                ParamKind::Int => self
+                    .get::<c_int>(spec, 0)
+                    .map(|v| ParamValue::Int(v.into())),
+                ParamKind::Bool => self.get::<c_int>(spec, 0).map(|v| ParamValue::Bool(v != 0)),
+                ParamKind::Size => self.get::<usize>(spec, 0).map(ParamValue::Size),
             }
         }
     }

@@ -3,14 +3,12 @@
 use std::cell::UnsafeCell;
 use std::os::raw::{c_char, c_int};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 
 use super::panic::{entry, entry_or};
-use super::{fabric, info, param};
+use super::{fabric, info, loaded, param};
 use crate::diag;
 use crate::error::Errno;
-use crate::info::{fi_version, negotiate, provider_version};
+use crate::info::{negotiate, provider_version};
 use crate::params::Config;
 use crate::sys;
 
@@ -34,20 +32,8 @@ static PROVIDER: ProviderCell = ProviderCell(UnsafeCell::new(sys::fi_provider {
     cleanup: Some(cleanup),
 }));
 
-static LOADED: AtomicBool = AtomicBool::new(false);
-static CONFIG: OnceLock<Config> = OnceLock::new();
-
 pub(super) fn ptr() -> *mut sys::fi_provider {
     PROVIDER.0.get()
-}
-
-pub(super) fn is_loaded() -> bool {
-    LOADED.load(Ordering::Acquire)
-}
-
-/// The settings read when the provider was loaded (defaults outside a core, as in tests).
-pub(super) fn config() -> Config {
-    CONFIG.get().cloned().unwrap_or_default()
 }
 
 /// Called by the core's DSO loader once, under its init lock (so no `fi_getinfo` from here).
@@ -62,10 +48,11 @@ pub extern "C" fn fi_prov_ini() -> *mut sys::fi_provider {
             (*p).version = provider_version();
             (*p).fi_version = sys::fi_version();
         }
-        LOADED.store(true, Ordering::Release);
+        loaded::register(p);
         crate::log::install(&super::log::Core);
-        param::define_all();
-        let config = CONFIG.get_or_init(|| Config::from_source(&param::CoreParams));
+        // SAFETY: `p` is the struct the core is loading.
+        unsafe { param::define_all(p) };
+        let config = loaded::init_config(|| Config::from_source(&param::CoreParams(p)));
         // SAFETY: as above; fi_version has just been written.
         let core = unsafe { (*p).fi_version };
         diag!(
@@ -127,16 +114,6 @@ unsafe extern "C" fn getinfo(
 extern "C" fn cleanup() {
     entry_or("cleanup", (), || {
         diag!(Info, Core, "unloading");
-        LOADED.store(false, Ordering::Release);
+        loaded::unregister();
     })
-}
-
-/// The API version the fabric was opened with, for re-checking infos passed to
-/// `fi_domain`/`fi_endpoint`. Before 1.5 the core does not record it.
-pub(super) fn api_version(fabric_api: u32) -> u32 {
-    if fabric_api == 0 {
-        fi_version(1, 4)
-    } else {
-        fabric_api
-    }
 }

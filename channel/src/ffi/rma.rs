@@ -5,10 +5,11 @@
 use std::ffi::c_void;
 use std::mem::size_of;
 
-use super::ep;
-use super::panic::entry;
+use super::obj;
+use super::panic::entries;
 use super::stubs;
 use crate::data::{RmaArgs, INJECT_CALL, PROVIDER_BITS};
+use crate::endpoint::Endpoint;
 use crate::error::{Errno, Result};
 use crate::info::IOV_LIMIT;
 use crate::raw::mem::UserMem;
@@ -33,7 +34,7 @@ unsafe fn rma(
     context: Ctx,
     flags: Option<u64>,
 ) -> Result<isize> {
-    let e = ep::get(ep.cast())?;
+    let e = obj::get::<Endpoint>(ep.cast())?;
     let flags = e.flags_or_default(flags, FI_TRANSMIT)?;
     e.rma(
         write,
@@ -82,110 +83,56 @@ fn target(dest: fi_addr_t, addr: u64, key: u64) -> Target {
     Target { dest, addr, key }
 }
 
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn read(
-    ep: Ep,
-    buf: Ctx,
-    len: usize,
-    _desc: Ctx,
-    src: fi_addr_t,
-    addr: u64,
-    key: u64,
-    context: Ctx,
-) -> isize {
-    entry("fi_read", || {
+entries! {
+    fn read(
+        ep: Ep, buf: Ctx, len: usize, _desc: Ctx, src: fi_addr_t, addr: u64, key: u64,
+        context: Ctx,
+    ) -> isize as "fi_read" {
         let mem = UserMem::from_raw(buf.cast(), len)?;
         rma(ep, false, mem, target(src, addr, key), context, None)
-    })
-}
+    }
 
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn readv(
-    ep: Ep,
-    v: *const iovec,
-    _desc: *mut Ctx,
-    count: usize,
-    src: fi_addr_t,
-    addr: u64,
-    key: u64,
-    context: Ctx,
-) -> isize {
-    entry("fi_readv", || {
-        let mem = iov(v, count)?;
-        rma(ep, false, mem, target(src, addr, key), context, None)
-    })
-}
+    fn readv(
+        ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, src: fi_addr_t, addr: u64,
+        key: u64, context: Ctx,
+    ) -> isize as "fi_readv" {
+        rma(ep, false, iov(v, count)?, target(src, addr, key), context, None)
+    }
 
-unsafe extern "C" fn readmsg(ep: Ep, m: *const fi_msg_rma, flags: u64) -> isize {
-    entry("fi_readmsg", || {
+    fn readmsg(ep: Ep, m: *const fi_msg_rma, flags: u64) -> isize as "fi_readmsg" {
         let (mem, t, context) = from_msg(m)?;
         rma(ep, false, mem, t, context, Some(flags & !PROVIDER_BITS))
-    })
-}
+    }
 
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn write(
-    ep: Ep,
-    buf: *const c_void,
-    len: usize,
-    _desc: Ctx,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    context: Ctx,
-) -> isize {
-    entry("fi_write", || {
+    fn write(
+        ep: Ep, buf: *const c_void, len: usize, _desc: Ctx, dest: fi_addr_t, addr: u64, key: u64,
+        context: Ctx,
+    ) -> isize as "fi_write" {
         let mem = UserMem::from_raw(buf.cast(), len)?;
         rma(ep, true, mem, target(dest, addr, key), context, None)
-    })
-}
+    }
 
-#[allow(clippy::too_many_arguments)] // the C call's own argument list
-unsafe extern "C" fn writev(
-    ep: Ep,
-    v: *const iovec,
-    _desc: *mut Ctx,
-    count: usize,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    context: Ctx,
-) -> isize {
-    entry("fi_writev", || {
-        let mem = iov(v, count)?;
-        rma(ep, true, mem, target(dest, addr, key), context, None)
-    })
-}
+    fn writev(
+        ep: Ep, v: *const iovec, _desc: *mut Ctx, count: usize, dest: fi_addr_t, addr: u64,
+        key: u64, context: Ctx,
+    ) -> isize as "fi_writev" {
+        rma(ep, true, iov(v, count)?, target(dest, addr, key), context, None)
+    }
 
-unsafe extern "C" fn writemsg(ep: Ep, m: *const fi_msg_rma, flags: u64) -> isize {
-    entry("fi_writemsg", || {
+    fn writemsg(ep: Ep, m: *const fi_msg_rma, flags: u64) -> isize as "fi_writemsg" {
         let (mem, t, context) = from_msg(m)?;
         rma(ep, true, mem, t, context, Some(flags & !PROVIDER_BITS))
-    })
-}
+    }
 
-/// `fi_inject_write`: the bytes are copied before it returns; no completion, but the
-/// endpoint's write counter counts it once the target has it.
-unsafe extern "C" fn inject_write(
-    ep: Ep,
-    buf: *const c_void,
-    len: usize,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-) -> isize {
-    entry("fi_inject_write", || {
+    /// `fi_inject_write`: the bytes are copied before it returns; no completion, but the
+    /// endpoint's write counter counts it once the target has it.
+    fn inject_write(
+        ep: Ep, buf: *const c_void, len: usize, dest: fi_addr_t, addr: u64, key: u64,
+    ) -> isize as "fi_inject_write" {
         let mem = UserMem::from_raw(buf.cast(), len)?;
-        let t = target(dest, addr, key);
-        rma(
-            ep,
-            true,
-            mem,
-            t,
-            std::ptr::null_mut(),
-            Some(FI_INJECT | INJECT_CALL),
-        )
-    })
+        let flags = Some(FI_INJECT | INJECT_CALL);
+        rma(ep, true, mem, target(dest, addr, key), std::ptr::null_mut(), flags)
+    }
 }
 
 pub(super) static RMA_OPS: fi_ops_rma = fi_ops_rma {
