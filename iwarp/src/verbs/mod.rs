@@ -31,7 +31,6 @@ mod cq;
 mod dgram;
 mod error;
 pub mod fault;
-mod in_place;
 mod io;
 mod link;
 mod mr;
