@@ -216,6 +216,9 @@ impl RcQp {
     /// in the order posted, each once all its data is in place; sends posted after a read
     /// may complete before it. A peer that refuses it breaks the connection.
     ///
+    /// [`QueuePair::poll_cq`]: super::QueuePair::poll_cq
+    /// [`QueuePair::poll_cq_with`]: super::QueuePair::poll_cq_with
+    ///
     /// Refused (nothing posted) with `InvalidState` outside RTS, `QueueFull`,
     /// `MessageTooLarge` (4 GiB or more), or `InvalidArgument` when the local region is not
     /// registered, lacks `local_write`, is too short, or an offset + `len` wraps.
