@@ -64,4 +64,6 @@ pub fn pad_len(ulpdu_len: usize) -> usize {
 }
 
 #[cfg(test)]
+mod startup_tests;
+#[cfg(test)]
 mod tests;
