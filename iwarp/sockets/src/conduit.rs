@@ -2,9 +2,11 @@
 //! (`stream`), or datagrams over an RD queue pair (`datagram`). Every call tries once and
 //! never waits: the caller waits on the socket, without the conduit's lock, so that one
 //! thread blocked in a read does not hold up another's write.
+//!
+//! The trait sits below both kinds; which kind a descriptor has is `switched`'s, above them.
 
 use std::io;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::readiness::Ready;
 
@@ -26,8 +28,11 @@ pub trait Conduit: Send {
     fn try_write(&mut self, buf: &[u8]) -> io::Result<(usize, u64)>;
     /// Whether write `id` has left (a stream: is in the kernel), or the failure that stopped it.
     fn sent(&mut self, id: u64) -> io::Result<bool>;
-    /// Waits (bounded by `until`) for what was written to leave, before a close.
-    fn flush(&mut self, fd: i32, until: Instant);
+    /// Waits (bounded by `until`) for what was written to leave, before a close, through
+    /// `wait`: its socket ready for some poll events, for at most some time; false if a
+    /// signal ended the wait. The waiting is `ffi`'s, which polls through libc's own `poll`
+    /// (the program's `poll` is the library's), so that no conduit reaches up into it.
+    fn flush(&mut self, until: Instant, wait: &mut dyn FnMut(i16, Duration) -> bool);
     /// `shutdown(2)` on the program's end.
     fn shutdown(&mut self, read: bool, write: bool) -> io::Result<()>;
     /// The state `poll`, `select` and `epoll` report, after moving what has come and what
@@ -39,23 +44,9 @@ pub trait Conduit: Send {
     fn readable_bytes(&mut self) -> usize;
     /// Poll events a blocked call waits for besides its own (sends that wait to go).
     fn also_wait_for(&self) -> i16;
-    /// The RC byte stream, whose queue pair offers the extensions (`extensions`).
-    fn as_stream(&mut self) -> Option<&mut crate::stream::Stream> {
-        None
-    }
     /// When the conduit's timers next want it moved (retransmissions, acknowledgements),
     /// whatever the socket says.
     fn next_wakeup(&self) -> Option<Instant> {
         None
     }
-}
-
-/// A switched descriptor's state.
-pub struct Switched {
-    /// The program's descriptor is in non-blocking mode (the queue pair's duplicate shares
-    /// its file, which the queue pair keeps non-blocking, so the library keeps the mode).
-    pub nonblock: bool,
-    /// The `fork` generation it was switched in (a child cannot use its parent's).
-    pub generation: u64,
-    pub conduit: Box<dyn Conduit>,
 }

@@ -166,7 +166,7 @@ impl Conduit for Datagram {
         Ok(true)
     }
 
-    fn flush(&mut self, fd: i32, until: Instant) {
+    fn flush(&mut self, until: Instant, wait_fd: &mut dyn FnMut(i16, Duration) -> bool) {
         while self.progress() && self.pending() {
             let Some(left) = until.checked_duration_since(Instant::now()) else {
                 return;
@@ -175,7 +175,7 @@ impl Conduit for Datagram {
                 t.saturating_duration_since(Instant::now()).min(left)
             });
             let wait = wait.min(Duration::from_millis(100));
-            if crate::ffi::wait_fd(fd, libc::POLLIN, wait).is_err() {
+            if !wait_fd(libc::POLLIN, wait) {
                 return;
             }
         }

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use crate::conduit::Switched;
+use crate::switched::Switched;
 
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 /// How many `fork`s made this process: a stream made in an earlier generation is the

@@ -351,14 +351,13 @@ impl Conduit for Stream {
 
     /// Waits (blocking, as a kernel socket's close does not) until what was written is in the
     /// kernel, the connection fails, or `until`.
-    fn flush(&mut self, fd: i32, until: Instant) {
+    fn flush(&mut self, until: Instant, wait: &mut dyn FnMut(i16, Duration) -> bool) {
         while self.progress() && self.sends.pending() {
             let Some(left) = until.checked_duration_since(Instant::now()) else {
                 return;
             };
             // A signal ends the wait, as it ends a lingering close.
-            if crate::ffi::wait_fd(fd, libc::POLLOUT, left.min(Duration::from_millis(100))).is_err()
-            {
+            if !wait(libc::POLLOUT, left.min(Duration::from_millis(100))) {
                 return;
             }
         }
@@ -423,10 +422,6 @@ impl Conduit for Stream {
 
     /// The poll events a blocked call waits for besides its own: sends that wait to go need
     /// the socket writable.
-    fn as_stream(&mut self) -> Option<&mut Stream> {
-        Some(self)
-    }
-
     fn also_wait_for(&self) -> i16 {
         if self.sends.pending() {
             libc::POLLOUT

@@ -3,8 +3,8 @@
 //! (seed 000 §III-B), and standard iWARP RC queue pairs over TCP with the MPA start-up exchange
 //! (RFC 5044/6581). UD and RD sockets can inject seeded faults ([`FaultConfig`]).
 //!
-//! Each service is its own type ([`UdQp`], [`RdQp`], [`RcQp`]); the [`QueuePair`] trait holds
-//! what they share.
+//! Each service is its own type ([`UdQp`], [`RdQp`], [`RcQp`], aliases of one generic [`Qp`]);
+//! the [`QueuePair`] trait holds what they share.
 //!
 //! Everything is driven by the caller: [`QueuePair::post_send`] hands data to the kernel at once,
 //! [`QueuePair::poll_cq`] reads the socket without blocking and returns completions. No thread
@@ -31,7 +31,6 @@ mod cq;
 mod dgram;
 mod error;
 pub mod fault;
-mod in_place;
 mod io;
 mod link;
 mod mr;
@@ -52,7 +51,7 @@ pub use bytes::Bytes;
 pub use error::VerbsError;
 pub use fault::{FaultConfig, FaultStats, FAULTS_ENV};
 pub use mr::{Access, Region, Stag, VecRegion, MAX_REGIONS};
-pub use qp::{QueuePair, RcQp, RdQp, UdQp};
+pub use qp::{Qp, QueuePair, RcCore, RcQp, RdCore, RdQp, UdCore, UdQp};
 pub use rc::RcSettings;
 pub use rc_setup::RcSetup;
 pub use rd::{

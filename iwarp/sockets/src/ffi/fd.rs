@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::Once;
 use std::time::Instant;
 
-use super::{inside, is_inside, real, switched};
+use super::{inside, is_inside, real, switched, wait_fd};
 use crate::{epoll_table, pending, registry, switch};
 
 /// # Safety
@@ -24,7 +24,9 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
                 if Arc::strong_count(&s) == 1 {
                     let mut st = s.lock();
                     if st.generation == registry::generation() {
-                        st.conduit.flush(fd, Instant::now() + switch::timeout());
+                        let until = Instant::now() + switch::timeout();
+                        st.conduit
+                            .flush(until, &mut |events, wait| wait_fd(fd, events, wait).is_ok());
                     }
                 }
             }

@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 
 use libc::{size_t, socklen_t, ssize_t};
 
-use crate::conduit::{Conduit, Switched};
+use crate::conduit::Conduit;
 use crate::registry::{self, Shared};
+use crate::switched::Switched;
 
 type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
 type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
@@ -220,7 +221,7 @@ pub(crate) fn poll_one(p: &mut libc::pollfd, wait: Duration) -> bool {
 }
 
 /// Waits until `fd` is ready for `events`, at most `wait`; `EINTR` if a signal came.
-pub(crate) fn wait_fd(fd: c_int, events: i16, wait: Duration) -> Result<(), i32> {
+fn wait_fd(fd: c_int, events: i16, wait: Duration) -> Result<(), i32> {
     let mut p = libc::pollfd {
         fd,
         events,
@@ -256,7 +257,7 @@ fn blocking<T>(
             if st.generation != registry::generation() {
                 return Err(libc::EOPNOTSUPP);
             }
-            let c = st.conduit.as_mut();
+            let c = &mut *st.conduit;
             let r = attempt(c);
             (
                 r,

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use libc::{socklen_t, ssize_t};
 
 use super::{fd::watch_forks, inside, is_inside, nonblocking, poll_one, real};
-use crate::conduit::{Conduit, Switched};
 use crate::readiness::{kernel_events, Interest};
 use crate::switch::{self, DatagramWire, Wire, DIWARP_IWARP_MODE, SOL_DIWARP};
+use crate::switched::{Carrier, Switched};
 use crate::{epoll_table, pending, registry};
 
 /// The switch's socket calls, on `fd` through libc.
@@ -129,14 +129,18 @@ pub(super) fn switch_fd(fd: c_int) -> Result<(), i32> {
     if dup < 0 {
         return Err(libc::EBADF);
     }
-    let conduit: Box<dyn Conduit> = if ty == libc::SOCK_STREAM {
+    let conduit = if ty == libc::SOCK_STREAM {
         // SAFETY: `dup` is a fresh descriptor owned by nobody else.
         let stream = unsafe { TcpStream::from_raw_fd(dup) };
-        Box::new(switch::switch(stream, &mut Libc(fd)).map_err(switch::Failure::errno)?)
+        Carrier::Stream(Box::new(
+            switch::switch(stream, &mut Libc(fd)).map_err(switch::Failure::errno)?,
+        ))
     } else {
         // SAFETY: as above.
         let sock = unsafe { UdpSocket::from_raw_fd(dup) };
-        Box::new(switch::switch_datagram(sock, &mut Libc(fd)).map_err(switch::Failure::errno)?)
+        Carrier::Datagram(Box::new(
+            switch::switch_datagram(sock, &mut Libc(fd)).map_err(switch::Failure::errno)?,
+        ))
     };
     registry::insert(
         fd,

@@ -2,6 +2,11 @@
 //! its transport gives a meaning to (an RC queue pair has no UDP socket to bind, a UD one no
 //! connection to accept), so asking the wrong type is a compile error rather than a runtime
 //! one. What they all do is the [`QueuePair`] trait, for callers that drive any of them.
+//!
+//! The three are one generic [`Qp`]: the state every queue pair keeps (`QpCore`) beside its
+//! service's own part ([`UdCore`], [`RdCore`], [`RcCore`]), which implements the sealed
+//! service trait. The verbs they share (polling, posting, the error state) are written once,
+//! here; each service's file adds only what that service does differently.
 
 mod common;
 mod rc;
@@ -11,37 +16,140 @@ mod ud;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-pub use rc::RcQp;
-pub use rd::RdQp;
-pub use ud::UdQp;
+pub use rc::{RcCore, RcQp};
+pub use rd::{RdCore, RdQp};
+pub use ud::{UdCore, UdQp};
 
 use self::common::QpCore;
 use super::{
     QpConfig, QpState, QpType, RdReceiver, RecvWr, SendWr, SendWrOwned, VerbsError, WorkCompletion,
 };
 
+/// A queue pair of service `S`: the state every queue pair keeps, and the service's own part.
+/// Named by its aliases, [`UdQp`], [`RdQp`] and [`RcQp`].
+pub struct Qp<S> {
+    core: QpCore,
+    service: S,
+}
+
+impl<S: sealed::Service> std::fmt::Debug for Qp<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(S::NAME)
+            .field("qpn", &self.core.qpn)
+            .field("state", &self.core.state)
+            .field("local_addr", &self.local_addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Qp<S> {
+    fn new(config: QpConfig, service: S) -> Qp<S> {
+        Qp {
+            core: QpCore::new(config),
+            service,
+        }
+    }
+}
+
+impl<S: sealed::Service> Qp<S> {
+    fn poll(
+        &mut self,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        recv: Option<&mut dyn RdReceiver>,
+    ) -> Result<usize, VerbsError> {
+        if self.core.wants_progress(max) {
+            self.service.progress(&mut self.core, recv);
+        }
+        Ok(self.core.queues.pop_into(out, max))
+    }
+}
+
 mod sealed {
+    use std::net::SocketAddr;
+    use std::time::Instant;
+
+    use super::super::{QpType, RdReceiver, SendWr, SendWrOwned, VerbsError};
+    use super::common::QpCore;
+
     /// Gives the shared verbs their state. Not nameable outside the crate, so only this
     /// crate's queue pairs implement [`QueuePair`](super::QueuePair).
     pub trait HasCore {
-        fn core(&self) -> &super::QpCore;
-        fn core_mut(&mut self) -> &mut super::QpCore;
+        fn core(&self) -> &QpCore;
+        fn core_mut(&mut self) -> &mut QpCore;
     }
 
-    /// Implements [`HasCore`] for queue pairs that keep their core in a `core` field.
-    macro_rules! has_core {
-        ($($t:ty),*) => {$(
-            impl HasCore for $t {
-                fn core(&self) -> &super::QpCore {
-                    &self.core
-                }
-                fn core_mut(&mut self) -> &mut super::QpCore {
-                    &mut self.core
-                }
-            }
-        )*};
+    impl<S> HasCore for super::Qp<S> {
+        fn core(&self) -> &QpCore {
+            &self.core
+        }
+        fn core_mut(&mut self) -> &mut QpCore {
+            &mut self.core
+        }
     }
-    has_core!(super::RcQp, super::RdQp, super::UdQp);
+
+    /// What a service adds to the state every queue pair keeps: the [`QueuePair`] verbs
+    /// that depend on its transport, each given that state beside its own.
+    ///
+    /// [`QueuePair`]: super::QueuePair
+    pub trait Service {
+        const TYPE: QpType;
+        /// The type's name in `Debug` output.
+        const NAME: &'static str;
+
+        fn local_addr(&self) -> Option<SocketAddr>;
+
+        fn max_message(&self) -> usize;
+
+        fn post_send(&mut self, core: &mut QpCore, wr: SendWr<'_>) -> Result<(), VerbsError>;
+
+        fn post_send_owned(
+            &mut self,
+            core: &mut QpCore,
+            wr: SendWrOwned,
+        ) -> Result<(), VerbsError> {
+            self.post_send(core, wr.borrowed())
+        }
+
+        /// Only with a non-empty `prefix`.
+        fn post_send_prefixed(
+            &mut self,
+            core: &mut QpCore,
+            wr: SendWrOwned,
+            prefix: &[u8],
+        ) -> Result<(), VerbsError> {
+            post_joined(self, core, wr, prefix)
+        }
+
+        /// One round of progress in RTS; a failure moves `core` to the error state.
+        fn progress(&mut self, core: &mut QpCore, recv: Option<&mut dyn RdReceiver>);
+
+        fn next_deadline(&self, core: &QpCore) -> Option<Instant>;
+
+        fn memory_bytes(&self) -> usize;
+
+        /// The queue pair goes to the error state: complete the outstanding sends (and
+        /// close what must be closed) before `core` flushes the receives.
+        fn fail(&mut self, core: &mut QpCore);
+    }
+
+    /// Sends `prefix` and `wr.data` as one message from a joined copy: what a path that
+    /// cannot frame the two apart does.
+    pub fn post_joined<S: Service + ?Sized>(
+        service: &mut S,
+        core: &mut QpCore,
+        wr: SendWrOwned,
+        prefix: &[u8],
+    ) -> Result<(), VerbsError> {
+        let mut joined = Vec::with_capacity(prefix.len() + wr.data.len());
+        joined.extend_from_slice(prefix);
+        joined.extend_from_slice(&wr.data);
+        let wr = SendWrOwned {
+            data: joined.into(),
+            ..wr
+        };
+        service.post_send(core, wr.borrowed())
+    }
 }
 
 /// What every queue pair does, whatever carries its messages.
@@ -113,20 +221,13 @@ pub trait QueuePair: sealed::HasCore {
     /// Posts a send that hands its data over ([`SendWrOwned`]): RD keeps the buffer itself
     /// until the peer acknowledges the message instead of copying it; UD and RC behave as
     /// [`QueuePair::post_send`]. Refused in the same cases.
-    fn post_send_owned(&mut self, wr: SendWrOwned) -> Result<(), VerbsError> {
-        self.post_send(wr.borrowed())
-    }
+    fn post_send_owned(&mut self, wr: SendWrOwned) -> Result<(), VerbsError>;
 
     /// Posts the message `prefix` followed by `wr.data`: RD joins the prefix to its own header
     /// and keeps the data without copying it (as [`QueuePair::post_send_owned`], which an empty
     /// prefix amounts to); RC frames the two together in place when they fit one segment; UD,
     /// and RC above a segment, send the two joined.
-    fn post_send_prefixed(&mut self, wr: SendWrOwned, prefix: &[u8]) -> Result<(), VerbsError> {
-        if prefix.is_empty() {
-            return self.post_send_owned(wr);
-        }
-        post_joined(self, wr, prefix)
-    }
+    fn post_send_prefixed(&mut self, wr: SendWrOwned, prefix: &[u8]) -> Result<(), VerbsError>;
 
     /// Posts a receive buffer (allowed in Init, before the queue pair is bound or connected).
     /// In the Error state it completes at once with `FlushError`, which hands the buffer back.
@@ -176,19 +277,60 @@ pub trait QueuePair: sealed::HasCore {
     fn set_error(&mut self);
 }
 
-/// Sends `prefix` and `wr.data` as one message from a joined copy: what a path that cannot
-/// frame the two apart does.
-fn post_joined<Q: QueuePair + ?Sized>(
-    qp: &mut Q,
-    wr: SendWrOwned,
-    prefix: &[u8],
-) -> Result<(), VerbsError> {
-    let mut joined = Vec::with_capacity(prefix.len() + wr.data.len());
-    joined.extend_from_slice(prefix);
-    joined.extend_from_slice(&wr.data);
-    let wr = SendWrOwned {
-        data: joined.into(),
-        ..wr
-    };
-    qp.post_send(wr.borrowed())
+impl<S: sealed::Service> QueuePair for Qp<S> {
+    fn qp_type(&self) -> QpType {
+        S::TYPE
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.service.local_addr()
+    }
+
+    fn max_message(&self) -> usize {
+        self.service.max_message()
+    }
+
+    fn post_send(&mut self, wr: SendWr<'_>) -> Result<(), VerbsError> {
+        self.service.post_send(&mut self.core, wr)
+    }
+
+    fn post_send_owned(&mut self, wr: SendWrOwned) -> Result<(), VerbsError> {
+        self.service.post_send_owned(&mut self.core, wr)
+    }
+
+    fn post_send_prefixed(&mut self, wr: SendWrOwned, prefix: &[u8]) -> Result<(), VerbsError> {
+        if prefix.is_empty() {
+            return self.post_send_owned(wr);
+        }
+        self.service.post_send_prefixed(&mut self.core, wr, prefix)
+    }
+
+    fn poll_cq(&mut self, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize, VerbsError> {
+        self.poll(out, max, None)
+    }
+
+    fn poll_cq_with(
+        &mut self,
+        recv: &mut dyn RdReceiver,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+    ) -> Result<usize, VerbsError> {
+        self.poll(out, max, Some(recv))
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.service.next_deadline(&self.core)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.service.memory_bytes()
+    }
+
+    fn set_error(&mut self) {
+        if self.core.state == QpState::Error {
+            return;
+        }
+        self.service.fail(&mut self.core);
+        self.core.enter_error(None);
+    }
 }

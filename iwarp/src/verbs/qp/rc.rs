@@ -13,42 +13,36 @@ use super::super::rc::{RcPath, RcSettings};
 use super::super::rc_setup::RcSetup;
 use super::super::startup::{self, Established};
 use super::super::{
-    QpConfig, QpState, QpType, RdReceiver, RdmaReadWr, RdmaWriteWr, SendWr, SendWrOwned,
-    VerbsError, WorkCompletion,
+    QpConfig, QpState, QpType, RdReceiver, RdmaReadWr, RdmaWriteWr, SendWr, SendWrOwned, VerbsError,
 };
 use super::common::QpCore;
-use super::{post_joined, QueuePair};
+use super::sealed::{post_joined, Service};
+use super::Qp;
 
 /// A reliable connection queue pair: one peer, over one TCP connection.
 ///
 /// It stays in Init until a connection is made, and a failed attempt leaves it there, so the
 /// same queue pair (and the receives already posted on it) can try again.
-pub struct RcQp {
-    pub(super) core: QpCore,
+pub type RcQp = Qp<RcCore>;
+
+/// What an RC queue pair keeps beside the state every queue pair does.
+pub struct RcCore {
     path: Option<Box<RcPath>>,
     /// Regions the peer's RDMA Writes and Reads, and this side's Read Responses, reach.
     mrs: MrTable,
-}
-
-impl std::fmt::Debug for RcQp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RcQp")
-            .field("qpn", &self.core.qpn)
-            .field("state", &self.core.state)
-            .field("local_addr", &self.local_addr())
-            .finish_non_exhaustive()
-    }
 }
 
 impl RcQp {
     /// Creates a queue pair in [`QpState::Init`] with a process-unique QP number.
     pub fn create(config: QpConfig) -> Result<RcQp, VerbsError> {
         QpCore::check(&config)?;
-        Ok(RcQp {
-            core: QpCore::new(config),
-            path: None,
-            mrs: MrTable::default(),
-        })
+        Ok(Qp::new(
+            config,
+            RcCore {
+                path: None,
+                mrs: MrTable::default(),
+            },
+        ))
     }
 
     /// Active side: connects to `addr`, sends the MPA Request with `private_data`, and moves
@@ -158,24 +152,24 @@ impl RcQp {
     ) -> Result<Vec<u8>, VerbsError> {
         let pd = std::mem::take(&mut est.peer_private_data);
         let path = RcPath::new(stream, est, self.core.config.max_ulpdu)?;
-        self.path = Some(Box::new(path));
+        self.service.path = Some(Box::new(path));
         self.core.state = QpState::Rts;
         Ok(pd)
     }
 
     /// The peer's socket address once connected.
     pub fn peer_addr(&self) -> Option<SocketAddr> {
-        self.path.as_ref().map(|rc| rc.peer_addr())
+        self.service.path.as_ref().map(|rc| rc.peer_addr())
     }
 
     /// The connection's socket once connected, for reading back what the kernel holds for it.
     pub fn socket(&self) -> Option<BorrowedFd<'_>> {
-        self.path.as_ref().map(|rc| rc.socket())
+        self.service.path.as_ref().map(|rc| rc.socket())
     }
 
     /// What the MPA exchange settled, once connected.
     pub fn settings(&self) -> Option<RcSettings> {
-        self.path.as_ref().map(|rc| rc.settings())
+        self.service.path.as_ref().map(|rc| rc.settings())
     }
 
     /// Registers `region` with this queue pair (in any state, so that its STag can travel in
@@ -189,13 +183,13 @@ impl RcQp {
         region: Arc<dyn Region>,
         access: Access,
     ) -> Result<Stag, VerbsError> {
-        self.mrs.register(region, access)
+        self.service.mrs.register(region, access)
     }
 
     /// Forgets a registration: later segments naming `stag` break the connection, an RDMA
     /// Read still placing into it included. `InvalidArgument` if it is not registered.
     pub fn deregister(&mut self, stag: Stag) -> Result<(), VerbsError> {
-        self.mrs.deregister(stag)
+        self.service.mrs.deregister(stag)
     }
 
     /// Posts an RDMA Write: `wr.data` goes to the peer's region as tagged DDP segments. It
@@ -208,11 +202,11 @@ impl RcQp {
     /// `InvalidArgument` when `remote_offset` + the length wraps.
     pub fn post_rdma_write(&mut self, wr: RdmaWriteWr<'_>) -> Result<(), VerbsError> {
         self.core.require("post_rdma_write", QpState::Rts)?;
-        let r = match &mut self.path {
+        let r = match &mut self.service.path {
             Some(rc) => rc.post_rdma_write(&mut self.core.queues, &wr),
             None => return Err(self.core.invalid_state("post_rdma_write")),
         };
-        self.check_failure();
+        self.service.check_failure(&mut self.core);
         r
     }
 
@@ -222,12 +216,16 @@ impl RcQp {
     /// in the order posted, each once all its data is in place; sends posted after a read
     /// may complete before it. A peer that refuses it breaks the connection.
     ///
+    /// [`QueuePair::poll_cq`]: super::QueuePair::poll_cq
+    /// [`QueuePair::poll_cq_with`]: super::QueuePair::poll_cq_with
+    ///
     /// Refused (nothing posted) with `InvalidState` outside RTS, `QueueFull`,
     /// `MessageTooLarge` (4 GiB or more), or `InvalidArgument` when the local region is not
     /// registered, lacks `local_write`, is too short, or an offset + `len` wraps.
     pub fn post_rdma_read(&mut self, wr: RdmaReadWr) -> Result<(), VerbsError> {
         self.core.require("post_rdma_read", QpState::Rts)?;
-        self.mrs
+        self.service
+            .mrs
             .lookup(
                 wr.local_stag.raw(),
                 wr.local_offset,
@@ -244,43 +242,29 @@ impl RcQp {
                     .into(),
                 )
             })?;
-        let r = match &mut self.path {
+        let r = match &mut self.service.path {
             Some(rc) => rc.post_rdma_read(&mut self.core.queues, &wr),
             None => return Err(self.core.invalid_state("post_rdma_read")),
         };
-        self.check_failure();
+        self.service.check_failure(&mut self.core);
         r
     }
+}
 
-    fn poll(
-        &mut self,
-        out: &mut Vec<WorkCompletion>,
-        max: usize,
-        recv: Option<&mut dyn RdReceiver>,
-    ) -> Result<usize, VerbsError> {
-        if self.core.wants_progress(max) {
-            if let Some(rc) = &mut self.path {
-                rc.progress(&mut self.core.queues, recv, &self.mrs);
-                self.check_failure();
-            }
-        }
-        Ok(self.core.queues.pop_into(out, max))
-    }
-
+impl RcCore {
     /// The path fails a broken connection's work itself; the queue pair follows it to Error.
-    fn check_failure(&mut self) {
+    fn check_failure(&mut self, core: &mut QpCore) {
         if let Some(rc) = &mut self.path {
             if let Some(e) = rc.take_failure() {
-                self.core.enter_error(Some(e));
+                core.enter_error(Some(e));
             }
         }
     }
 }
 
-impl QueuePair for RcQp {
-    fn qp_type(&self) -> QpType {
-        QpType::Rc
-    }
+impl Service for RcCore {
+    const TYPE: QpType = QpType::Rc;
+    const NAME: &'static str = "RcQp";
 
     fn local_addr(&self) -> Option<SocketAddr> {
         self.path.as_ref().map(|rc| rc.local_addr())
@@ -290,45 +274,41 @@ impl QueuePair for RcQp {
         u32::MAX as usize
     }
 
-    fn post_send(&mut self, wr: SendWr<'_>) -> Result<(), VerbsError> {
-        self.core.require("post_send", QpState::Rts)?;
+    fn post_send(&mut self, core: &mut QpCore, wr: SendWr<'_>) -> Result<(), VerbsError> {
+        core.require("post_send", QpState::Rts)?;
         let r = match &mut self.path {
-            Some(rc) => rc.post_send(&mut self.core.queues, &wr),
-            None => return Err(self.core.invalid_state("post_send")),
+            Some(rc) => rc.post_send(&mut core.queues, &wr),
+            None => return Err(core.invalid_state("post_send")),
         };
-        self.check_failure();
+        self.check_failure(core);
         r
     }
 
-    fn post_send_prefixed(&mut self, wr: SendWrOwned, prefix: &[u8]) -> Result<(), VerbsError> {
-        if prefix.is_empty() {
-            return self.post_send_owned(wr);
-        }
+    fn post_send_prefixed(
+        &mut self,
+        core: &mut QpCore,
+        wr: SendWrOwned,
+        prefix: &[u8],
+    ) -> Result<(), VerbsError> {
         match &mut self.path {
-            Some(rc) if self.core.state == QpState::Rts => {
-                let r = rc.post_send_prefixed(&mut self.core.queues, &wr.borrowed(), prefix);
-                self.check_failure();
+            Some(rc) if core.state == QpState::Rts => {
+                let r = rc.post_send_prefixed(&mut core.queues, &wr.borrowed(), prefix);
+                self.check_failure(core);
                 r
             }
-            _ => post_joined(self, wr, prefix),
+            _ => post_joined(self, core, wr, prefix),
         }
     }
 
-    fn poll_cq(&mut self, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize, VerbsError> {
-        self.poll(out, max, None)
-    }
-
-    fn poll_cq_with(
-        &mut self,
-        recv: &mut dyn RdReceiver,
-        out: &mut Vec<WorkCompletion>,
-        max: usize,
-    ) -> Result<usize, VerbsError> {
-        self.poll(out, max, Some(recv))
+    fn progress(&mut self, core: &mut QpCore, recv: Option<&mut dyn RdReceiver>) {
+        if let Some(rc) = &mut self.path {
+            rc.progress(&mut core.queues, recv, &self.mrs);
+            self.check_failure(core);
+        }
     }
 
     /// RC has no timers of its own: TCP keeps them.
-    fn next_deadline(&self) -> Option<Instant> {
+    fn next_deadline(&self, _core: &QpCore) -> Option<Instant> {
         None
     }
 
@@ -336,14 +316,10 @@ impl QueuePair for RcQp {
         self.path.as_ref().map_or(0, |rc| rc.memory_bytes())
     }
 
-    fn set_error(&mut self) {
-        if self.core.state == QpState::Error {
-            return;
-        }
+    fn fail(&mut self, core: &mut QpCore) {
         if let Some(rc) = &mut self.path {
-            rc.fail(&mut self.core.queues, None);
+            rc.fail(&mut core.queues, None);
         }
-        self.core.enter_error(None);
     }
 }
 

@@ -11,29 +11,22 @@ use super::super::fault::FaultStats;
 use super::super::rd::{RdMemory, RdPath, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER};
 use super::super::{
     AddressHandle, QpConfig, QpState, QpType, RdSessionStats, RttStats, SendWr, SendWrOwned,
-    SessionIds, VerbsError, WorkCompletion,
+    SessionIds, VerbsError,
 };
 use super::common::{self, QpCore};
-use super::{post_joined, QueuePair};
+use super::sealed::{post_joined, Service};
+use super::Qp;
 
 /// A reliable datagram queue pair: messages of any size to any number of peers, each
 /// acknowledged, in order per peer.
 ///
 /// Its counters and memory read as zero until the socket is bound: nothing has happened yet.
-pub struct RdQp {
-    pub(super) core: QpCore,
+pub type RdQp = Qp<RdCore>;
+
+/// What an RD queue pair keeps beside the state every queue pair does.
+pub struct RdCore {
     /// Until the socket is bound or attached, receives can be posted but nothing moves.
     path: Option<Box<RdPath>>,
-}
-
-impl std::fmt::Debug for RdQp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RdQp")
-            .field("qpn", &self.core.qpn)
-            .field("state", &self.core.state)
-            .field("local_addr", &self.local_addr())
-            .finish_non_exhaustive()
-    }
 }
 
 impl RdQp {
@@ -49,10 +42,7 @@ impl RdQp {
             .rd
             .validate()
             .map_err(|e| VerbsError::InvalidArgument(e.to_string().into()))?;
-        Ok(RdQp {
-            core: QpCore::new(config),
-            path: None,
-        })
+        Ok(Qp::new(config, RdCore { path: None }))
     }
 
     /// Binds a new UDP socket to `addr` and moves to RTS. Returns the bound address.
@@ -70,7 +60,7 @@ impl RdQp {
             .size_buffers(SockRef::from(&socket), Some(RD_SOCKET_BUFFER))?;
         let rd = RdPath::new(socket, &self.core.config, self.core.qpn)?;
         let local = rd.local_addr();
-        self.path = Some(Box::new(rd));
+        self.service.path = Some(Box::new(rd));
         self.core.state = QpState::Rts;
         Ok(local)
     }
@@ -80,14 +70,14 @@ impl RdQp {
     /// its last datagram asks the peer for a prompt ACK: posted one by one, each would be the
     /// last queued when it left and ask for an ACK of its own.
     pub fn cork(&mut self) {
-        if let Some(rd) = &mut self.path {
+        if let Some(rd) = &mut self.service.path {
             rd.cork();
         }
     }
 
     /// Sends what was posted since [`RdQp::cork`].
     pub fn uncork(&mut self) {
-        if let Some(rd) = &mut self.path {
+        if let Some(rd) = &mut self.service.path {
             rd.uncork();
         }
     }
@@ -96,29 +86,40 @@ impl RdQp {
     /// polling for a while (a progress thread going back to sleep): otherwise it would have to
     /// wake again just to send them.
     pub fn flush_acks(&mut self) {
-        if let Some(rd) = &mut self.path {
+        if let Some(rd) = &mut self.service.path {
             rd.flush_acks();
         }
     }
 
     /// What the fault layer did, if it is on.
     pub fn fault_stats(&self) -> Option<FaultStats> {
-        self.path.as_ref().and_then(|rd| rd.fault_stats())
+        self.service.path.as_ref().and_then(|rd| rd.fault_stats())
     }
 
     /// Datagrams read off the socket so far (cheap, unlike [`RdQp::stats`]).
     pub fn datagrams_read(&self) -> u64 {
-        self.path.as_ref().map_or(0, |rd| rd.datagrams_read())
+        self.service
+            .path
+            .as_ref()
+            .map_or(0, |rd| rd.datagrams_read())
     }
 
     /// Counters of the reliability engine (summed over all sessions) and of the queue pair.
     pub fn stats(&self) -> RdStats {
-        self.path.as_ref().map(|rd| rd.stats()).unwrap_or_default()
+        self.service
+            .path
+            .as_ref()
+            .map(|rd| rd.stats())
+            .unwrap_or_default()
     }
 
     /// What the queue pair holds, by concern.
     pub fn memory(&self) -> RdMemory {
-        self.path.as_ref().map(|rd| rd.memory()).unwrap_or_default()
+        self.service
+            .path
+            .as_ref()
+            .map(|rd| rd.memory())
+            .unwrap_or_default()
     }
 
     /// Bytes of the queue pair's own copies of short messages (up to [`RD_OWNED_MIN`] bytes,
@@ -126,13 +127,14 @@ impl RdQp {
     ///
     /// [`RD_OWNED_MIN`]: super::super::RD_OWNED_MIN
     pub fn copied_bytes(&self) -> usize {
-        self.path.as_ref().map_or(0, |rd| rd.copied_bytes())
+        self.service.path.as_ref().map_or(0, |rd| rd.copied_bytes())
     }
 
     /// The sockets the queue pair holds (the shared one first), for reading back what the
     /// kernel holds for them.
     pub fn sockets(&self) -> Vec<BorrowedFd<'_>> {
-        self.path
+        self.service
+            .path
             .as_ref()
             .map(|rd| rd.sockets())
             .unwrap_or_default()
@@ -140,12 +142,15 @@ impl RdQp {
 
     /// The engine's counters and RTT estimate for the session with the peer at `addr`.
     pub fn peer_stats(&self, addr: SocketAddr) -> Option<(RdSessionStats, RttStats)> {
-        self.path.as_ref().and_then(|rd| rd.peer_stats(addr))
+        self.service
+            .path
+            .as_ref()
+            .and_then(|rd| rd.peer_stats(addr))
     }
 
     /// The session ids in use with the peer at `addr`, once agreed.
     pub fn peer_ids(&self, addr: SocketAddr) -> Option<SessionIds> {
-        self.path.as_ref().and_then(|rd| rd.peer_ids(addr))
+        self.service.path.as_ref().and_then(|rd| rd.peer_ids(addr))
     }
 
     /// Uses `ids` with the queue pair at `ah` without a handshake, as when the ids came with
@@ -155,7 +160,7 @@ impl RdQp {
     /// ([`QpConfig::crc_same_host`] needs the handshake): both ends must be configured alike.
     pub fn set_peer(&mut self, ah: AddressHandle, ids: SessionIds) -> Result<(), VerbsError> {
         self.core.require("set_peer", QpState::Rts)?;
-        match &mut self.path {
+        match &mut self.service.path {
             Some(rd) => rd.set_peer(&mut self.core.queues, ah, ids),
             None => Err(self.core.invalid_state("set_peer")),
         }
@@ -163,31 +168,16 @@ impl RdQp {
 
     /// Receives bound to messages whose datagrams are still arriving.
     pub fn bound_receives(&self) -> usize {
-        self.path.as_ref().map_or(0, |rd| rd.bound_receives())
-    }
-
-    fn poll(
-        &mut self,
-        out: &mut Vec<WorkCompletion>,
-        max: usize,
-        recv: Option<&mut dyn RdReceiver>,
-    ) -> Result<usize, VerbsError> {
-        if self.core.wants_progress(max) {
-            if let Some(rd) = &mut self.path {
-                if let Err(e) = rd.progress(&mut self.core.queues, recv) {
-                    rd.flush(&mut self.core.queues);
-                    self.core.enter_error(Some(e));
-                }
-            }
-        }
-        Ok(self.core.queues.pop_into(out, max))
+        self.service
+            .path
+            .as_ref()
+            .map_or(0, |rd| rd.bound_receives())
     }
 }
 
-impl QueuePair for RdQp {
-    fn qp_type(&self) -> QpType {
-        QpType::Rd
-    }
+impl Service for RdCore {
+    const TYPE: QpType = QpType::Rd;
+    const NAME: &'static str = "RdQp";
 
     fn local_addr(&self) -> Option<SocketAddr> {
         self.path.as_ref().map(|rd| rd.local_addr())
@@ -197,51 +187,47 @@ impl QueuePair for RdQp {
         RD_MAX_MESSAGE
     }
 
-    fn post_send(&mut self, wr: SendWr<'_>) -> Result<(), VerbsError> {
-        self.core.require("post_send", QpState::Rts)?;
+    fn post_send(&mut self, core: &mut QpCore, wr: SendWr<'_>) -> Result<(), VerbsError> {
+        core.require("post_send", QpState::Rts)?;
         match &mut self.path {
-            Some(rd) => rd.post_send(&mut self.core.queues, &wr),
-            None => Err(self.core.invalid_state("post_send")),
+            Some(rd) => rd.post_send(&mut core.queues, &wr),
+            None => Err(core.invalid_state("post_send")),
         }
     }
 
-    fn post_send_owned(&mut self, wr: SendWrOwned) -> Result<(), VerbsError> {
+    fn post_send_owned(&mut self, core: &mut QpCore, wr: SendWrOwned) -> Result<(), VerbsError> {
         match &mut self.path {
-            Some(rd) if self.core.state == QpState::Rts => {
-                rd.post_send_owned(&mut self.core.queues, wr)
-            }
-            _ => self.post_send(wr.borrowed()),
+            Some(rd) if core.state == QpState::Rts => rd.post_send_owned(&mut core.queues, wr),
+            _ => self.post_send(core, wr.borrowed()),
         }
     }
 
-    fn post_send_prefixed(&mut self, wr: SendWrOwned, prefix: &[u8]) -> Result<(), VerbsError> {
-        if prefix.is_empty() {
-            return self.post_send_owned(wr);
-        }
-        match &mut self.path {
-            Some(rd) if self.core.state == QpState::Rts => {
-                rd.post_send_prefixed(&mut self.core.queues, wr, prefix)
-            }
-            _ => post_joined(self, wr, prefix),
-        }
-    }
-
-    fn poll_cq(&mut self, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize, VerbsError> {
-        self.poll(out, max, None)
-    }
-
-    fn poll_cq_with(
+    fn post_send_prefixed(
         &mut self,
-        recv: &mut dyn RdReceiver,
-        out: &mut Vec<WorkCompletion>,
-        max: usize,
-    ) -> Result<usize, VerbsError> {
-        self.poll(out, max, Some(recv))
+        core: &mut QpCore,
+        wr: SendWrOwned,
+        prefix: &[u8],
+    ) -> Result<(), VerbsError> {
+        match &mut self.path {
+            Some(rd) if core.state == QpState::Rts => {
+                rd.post_send_prefixed(&mut core.queues, wr, prefix)
+            }
+            _ => post_joined(self, core, wr, prefix),
+        }
     }
 
-    fn next_deadline(&self) -> Option<Instant> {
+    fn progress(&mut self, core: &mut QpCore, recv: Option<&mut dyn RdReceiver>) {
+        if let Some(rd) = &mut self.path {
+            if let Err(e) = rd.progress(&mut core.queues, recv) {
+                rd.flush(&mut core.queues);
+                core.enter_error(Some(e));
+            }
+        }
+    }
+
+    fn next_deadline(&self, core: &QpCore) -> Option<Instant> {
         match &self.path {
-            Some(rd) if self.core.state == QpState::Rts => rd.next_deadline(),
+            Some(rd) if core.state == QpState::Rts => rd.next_deadline(),
             _ => None,
         }
     }
@@ -250,13 +236,9 @@ impl QueuePair for RdQp {
         self.path.as_ref().map_or(0, |rd| rd.memory().total())
     }
 
-    fn set_error(&mut self) {
-        if self.core.state == QpState::Error {
-            return;
-        }
+    fn fail(&mut self, core: &mut QpCore) {
         if let Some(rd) = &mut self.path {
-            rd.flush(&mut self.core.queues);
+            rd.flush(&mut core.queues);
         }
-        self.core.enter_error(None);
     }
 }

@@ -7,27 +7,18 @@ use socket2::SockRef;
 
 use super::super::fault::FaultStats;
 use super::super::ud::{ErrorEvent, UdPath};
-use super::super::{
-    QpConfig, QpState, QpType, RdReceiver, SendWr, VerbsError, WorkCompletion, UD_MAX_PAYLOAD,
-};
+use super::super::{QpConfig, QpState, QpType, RdReceiver, SendWr, VerbsError, UD_MAX_PAYLOAD};
 use super::common::{self, QpCore};
-use super::QueuePair;
+use super::sealed::Service;
+use super::Qp;
 
 /// An unreliable datagram queue pair: each message is one datagram, lost or not.
-pub struct UdQp {
-    pub(super) core: QpCore,
+pub type UdQp = Qp<UdCore>;
+
+/// What a UD queue pair keeps beside the state every queue pair does.
+pub struct UdCore {
     /// Until the socket is bound or attached, receives can be posted but nothing moves.
     path: Option<UdPath>,
-}
-
-impl std::fmt::Debug for UdQp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UdQp")
-            .field("qpn", &self.core.qpn)
-            .field("state", &self.core.state)
-            .field("local_addr", &self.local_addr())
-            .finish_non_exhaustive()
-    }
 }
 
 impl UdQp {
@@ -39,10 +30,7 @@ impl UdQp {
     pub fn create(mut config: QpConfig) -> Result<UdQp, VerbsError> {
         QpCore::check(&config)?;
         QpCore::datagram_faults(&mut config)?;
-        Ok(UdQp {
-            core: QpCore::new(config),
-            path: None,
-        })
+        Ok(Qp::new(config, UdCore { path: None }))
     }
 
     /// Binds a new UDP socket to `addr` and moves to RTS. Returns the bound address.
@@ -59,43 +47,30 @@ impl UdQp {
         let config = &self.core.config;
         let ud = UdPath::new(socket, config.crc, config.faults.as_ref())?;
         let local = ud.local_addr();
-        self.path = Some(ud);
+        self.service.path = Some(ud);
         self.core.state = QpState::Rts;
         Ok(local)
     }
 
     /// What the fault layer did, if it is on.
     pub fn fault_stats(&self) -> Option<FaultStats> {
-        self.path.as_ref().and_then(UdPath::fault_stats)
+        self.service.path.as_ref().and_then(UdPath::fault_stats)
     }
 
     /// The oldest entry of the error queue: a datagram that was dropped, and why.
     pub fn poll_error(&mut self) -> Option<ErrorEvent> {
-        self.path.as_mut().and_then(UdPath::pop_error)
+        self.service.path.as_mut().and_then(UdPath::pop_error)
     }
 
     /// Datagrams dropped since creation (including those the full error queue did not keep).
     pub fn error_count(&self) -> u64 {
-        self.path.as_ref().map_or(0, UdPath::error_count)
-    }
-
-    fn poll(&mut self, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize, VerbsError> {
-        if self.core.wants_progress(max) {
-            if let Some(ud) = &mut self.path {
-                if let Err(e) = ud.progress(&mut self.core.queues, self.core.qpn) {
-                    ud.flush_sends(&mut self.core.queues);
-                    self.core.enter_error(Some(e));
-                }
-            }
-        }
-        Ok(self.core.queues.pop_into(out, max))
+        self.service.path.as_ref().map_or(0, UdPath::error_count)
     }
 }
 
-impl QueuePair for UdQp {
-    fn qp_type(&self) -> QpType {
-        QpType::Ud
-    }
+impl Service for UdCore {
+    const TYPE: QpType = QpType::Ud;
+    const NAME: &'static str = "UdQp";
 
     fn local_addr(&self) -> Option<SocketAddr> {
         self.path.as_ref().map(UdPath::local_addr)
@@ -105,29 +80,25 @@ impl QueuePair for UdQp {
         UD_MAX_PAYLOAD
     }
 
-    fn post_send(&mut self, wr: SendWr<'_>) -> Result<(), VerbsError> {
-        self.core.require("post_send", QpState::Rts)?;
+    fn post_send(&mut self, core: &mut QpCore, wr: SendWr<'_>) -> Result<(), VerbsError> {
+        core.require("post_send", QpState::Rts)?;
         match &mut self.path {
-            Some(ud) => ud.post_send(&mut self.core.queues, &wr),
-            None => Err(self.core.invalid_state("post_send")),
+            Some(ud) => ud.post_send(&mut core.queues, &wr),
+            None => Err(core.invalid_state("post_send")),
         }
     }
 
-    fn poll_cq(&mut self, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize, VerbsError> {
-        self.poll(out, max)
-    }
-
     /// UD has no receiver mode: `recv` is not used.
-    fn poll_cq_with(
-        &mut self,
-        _recv: &mut dyn RdReceiver,
-        out: &mut Vec<WorkCompletion>,
-        max: usize,
-    ) -> Result<usize, VerbsError> {
-        self.poll(out, max)
+    fn progress(&mut self, core: &mut QpCore, _recv: Option<&mut dyn RdReceiver>) {
+        if let Some(ud) = &mut self.path {
+            if let Err(e) = ud.progress(&mut core.queues, core.qpn) {
+                ud.flush_sends(&mut core.queues);
+                core.enter_error(Some(e));
+            }
+        }
     }
 
-    fn next_deadline(&self) -> Option<Instant> {
+    fn next_deadline(&self, _core: &QpCore) -> Option<Instant> {
         self.path.as_ref().and_then(UdPath::next_fault_release)
     }
 
@@ -135,13 +106,9 @@ impl QueuePair for UdQp {
         self.path.as_ref().map_or(0, UdPath::memory_bytes)
     }
 
-    fn set_error(&mut self) {
-        if self.core.state == QpState::Error {
-            return;
-        }
+    fn fail(&mut self, core: &mut QpCore) {
         if let Some(ud) = &mut self.path {
-            ud.flush_sends(&mut self.core.queues);
+            ud.flush_sends(&mut core.queues);
         }
-        self.core.enter_error(None);
     }
 }

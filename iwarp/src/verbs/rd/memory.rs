@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use super::conn::PeerSocket;
-use super::peers::{Inflight, OutMsg, Peer};
-use super::RdPath;
+use super::path::{Parked, RdPath};
+use super::peer::{Inflight, OutMsg, Peer};
 
 /// Bytes an RD queue pair holds in user space, by concern. Posted receive buffers (the
 /// caller's) and kernel socket buffers are not included.
@@ -80,7 +80,7 @@ impl RdPath {
             retransmit: engine.sessions.retransmit,
             receive_ring: self.ring.as_ref().map_or(0, |r| r.memory_bytes())
                 + self.parked.iter().map(|p| p.buf.capacity()).sum::<usize>()
-                + self.parked.capacity() * size_of::<super::Parked>(),
+                + self.parked.capacity() * size_of::<Parked>(),
             staged: staged + engine.sessions.reorder + self.stash.bytes(),
             pool: self.pool.memory_bytes(),
             engine: engine.tables,

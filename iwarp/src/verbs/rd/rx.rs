@@ -20,7 +20,7 @@ use reliability::{Delivery, MsgId, Placement, Sink};
 
 use super::super::cq::WorkQueues;
 use super::super::{RecvWr, WcStatus};
-use super::{RdStats, RD_MAX_MESSAGE};
+use super::stats::RdStats;
 use crate::wire::datagram;
 use crate::wire::ddp::{Placement as DdpPlacement, UNTAGGED_HEADER_LEN};
 use crate::wire::rdmap::{Opcode, SegmentRepr};
@@ -30,9 +30,25 @@ use crate::wire::rdmap::{Opcode, SegmentRepr};
 /// Event and names the destination queue pair).
 pub(crate) const DDP_HEADER: usize = UNTAGGED_HEADER_LEN;
 
+/// Largest RD message: the engine carries up to `u32::MAX` bytes, header included.
+pub const RD_MAX_MESSAGE: usize = u32::MAX as usize - DDP_HEADER;
+
 /// Bytes of small messages kept for lack of a posted receive before datagrams that would add
 /// more are left unread.
 pub(crate) const STASH_LIMIT: usize = 1 << 20;
+
+/// Queue capacity a quiet peer keeps: the first allocation, which a ping-pong reuses. A burst
+/// grows the queues; once they drain, what it grew is given back (a peer met once in an
+/// all-to-all would otherwise hold it for good). Here, below [`peer`](super::peer), because
+/// a peer's receive queues are compacted as its send queues are.
+const KEEP: usize = 4;
+
+/// Gives back the room of `q` past [`KEEP`] once it is empty.
+pub(super) fn compact<T>(q: &mut VecDeque<T>) {
+    if q.is_empty() && q.capacity() > KEEP {
+        *q = VecDeque::new();
+    }
+}
 
 /// The solicited flag of a valid RD message header for queue pair `qpn`, or `None`.
 pub(crate) fn check_header(header: &[u8], qpn: u32) -> Option<bool> {
@@ -371,7 +387,7 @@ impl Sink for RxSink<'_> {
             self.rx.next = msg;
         }
         let bound = self.rx.bound.pop_front();
-        super::peers::compact(&mut self.rx.bound);
+        compact(&mut self.rx.bound);
         self.rx.next = msg.next();
         match (d, bound) {
             (Delivery::Inline(bytes), Some(b)) => {
@@ -606,7 +622,7 @@ impl Sink for ReceiverSink<'_> {
         let n = skip.min(self.rx.staged.len());
         self.rx.staged.drain(..n);
         let staged = self.rx.staged.pop_front().flatten();
-        super::peers::compact(&mut self.rx.staged);
+        compact(&mut self.rx.staged);
         self.rx.next = msg.next();
         match (d, staged) {
             (Delivery::Inline(bytes), None) => {

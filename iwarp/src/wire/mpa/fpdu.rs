@@ -1,15 +1,9 @@
 //! The sending side of FPDU framing (RFC 5044 §4).
 
 use super::marker::{marker_bytes, Layout};
-use super::{CRC_LEN, LENGTH_LEN, MARKER_INTERVAL, MARKER_LEN, MAX_ULPDU};
+use super::{pad_len, CRC_LEN, LENGTH_LEN, MARKER_INTERVAL, MARKER_LEN, MAX_ULPDU};
 use crate::crc;
 use crate::wire::{Error, Result};
-
-/// Zero octets after a ULPDU of `ulpdu_len` octets, so that ULPDU_Length, ULPDU and pad fill whole
-/// 4-octet words (markers are 4 octets and do not change that).
-pub fn pad_len(ulpdu_len: usize) -> usize {
-    (4 - (LENGTH_LEN + ulpdu_len) % 4) % 4
-}
 
 fn total_len(parts: &[&[u8]]) -> Result<usize> {
     let len = parts.iter().map(|p| p.len()).sum::<usize>();

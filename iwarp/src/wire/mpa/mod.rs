@@ -22,7 +22,7 @@ pub mod marker;
 mod startup;
 
 pub use decoder::{Bypass, FpduDecoder};
-pub use fpdu::{pad_len, FpduSender, Frame};
+pub use fpdu::{FpduSender, Frame};
 pub use startup::{negotiate, FrameKind, IrdOrd, Negotiated, StartupFrame, StartupRepr};
 
 /// Key of an MPA Request frame (RFC 5044 §7.1), sent by the initiator.
@@ -56,5 +56,14 @@ pub const MAX_FPDU_LEN: usize = 66048;
 /// Smallest FPDU without markers: length field, 2 octets of pad, CRC.
 pub const MIN_FPDU_LEN: usize = 8;
 
+// Here rather than in `fpdu`: `marker` lays FPDUs out too, and sits below `fpdu`.
+/// Zero octets after a ULPDU of `ulpdu_len` octets, so that ULPDU_Length, ULPDU and pad fill whole
+/// 4-octet words (markers are 4 octets and do not change that).
+pub fn pad_len(ulpdu_len: usize) -> usize {
+    (4 - (LENGTH_LEN + ulpdu_len) % 4) % 4
+}
+
+#[cfg(test)]
+mod startup_tests;
 #[cfg(test)]
 mod tests;

@@ -10,8 +10,8 @@
 use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpStream};
 
-use super::rc::READ_CHUNK;
-use super::{RdReceiver, VerbsError, SEGMENT_HEAD};
+use super::super::{RdReceiver, VerbsError, SEGMENT_HEAD};
+use super::state::READ_CHUNK;
 use crate::wire::ddp::Placement;
 use crate::wire::ddp::UNTAGGED_HEADER_LEN;
 use crate::wire::mpa::{Bypass, FpduDecoder};

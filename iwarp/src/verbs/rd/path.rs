@@ -1,0 +1,339 @@
+//! The RD queue pair's own state: its socket, engine and table of peers, and the loop that
+//! hands the engine's datagrams to the kernel.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::IoSlice;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Instant;
+
+use reliability::header::MAX_HEADER_LEN;
+use reliability::{Config as RdConfig, Endpoint, SessionIds};
+use socket2::SockRef;
+
+use super::super::cq::WorkQueues;
+use super::super::dgram::DatagramSocket;
+use super::super::fault::FaultStats;
+use super::super::link;
+use super::super::rng::SplitMix64;
+use super::super::{QpConfig, VerbsError, WcStatus};
+use super::copies;
+use super::peer::Peer;
+use super::pool::BufPool;
+use super::ring::RecvRing;
+use super::rx::Stash;
+use super::stats::RdStats;
+use super::tx::{TxItem, TxQueue};
+
+/// `SO_RCVBUF`/`SO_SNDBUF` an RD socket asks for unless the configuration says otherwise.
+pub const RD_SOCKET_BUFFER: usize = 4 << 20;
+
+/// Datagrams up to this size (an MTU of Ethernet jumbo frames and below) are read with UDP
+/// receive offload: the kernel hands over runs of them in one buffer, as TCP hands over a
+/// stream, instead of one system call's share and one socket-buffer entry per datagram.
+const GRO_MAX_DATAGRAM: usize = 9 << 10;
+
+/// The peer tables are looked up several times per datagram. SipHash, std's default, costs
+/// more than the rest of a lookup; foldhash is seeded per process (so keys an attacker picks,
+/// peer addresses, still cannot be aimed at one bucket) and a fraction of the cost.
+pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A datagram set aside until receives are posted.
+pub(super) struct Parked {
+    pub(super) buf: Vec<u8>,
+    pub(super) len: usize,
+    pub(super) src: Option<SocketAddr>,
+    pub(super) session: u32,
+    pub(super) seq: u32,
+}
+
+pub(crate) struct RdPath {
+    pub(super) sock: DatagramSocket,
+    pub(super) local: SocketAddr,
+    pub(super) qpn: u32,
+    pub(super) config: RdConfig,
+    pub(super) endpoint: Endpoint,
+    /// This incarnation, in every session it opens by handshake.
+    pub(super) epoch: u32,
+    pub(super) rng: SplitMix64,
+    pub(super) peers: FastMap<SocketAddr, Peer>,
+    /// Local session id → peer, for every peer (handshaking ones too: their id is taken).
+    pub(super) by_id: FastMap<u32, SocketAddr>,
+    /// Peers waiting for a HELLO-ACK.
+    pub(super) handshaking: Vec<SocketAddr>,
+    /// Peers with sends waiting that may go now.
+    pub(super) retry: Vec<SocketAddr>,
+    /// Taken out while its datagrams are handled (boxed: a move is a pointer).
+    pub(super) ring: Option<Box<RecvRing>>,
+    pub(super) parked: VecDeque<Parked>,
+    pub(super) stash: Stash,
+    pub(super) tx: TxQueue,
+    pub(super) pool: BufPool,
+    pub(super) copies: copies::Copies,
+    pub(super) next_msn: u32,
+    /// The last poll left the engine's events for this one.
+    pub(super) events_deferred: bool,
+    /// Posted sends wait for [`RdPath::uncork`] instead of leaving one by one.
+    pub(super) corked: bool,
+    /// The queue pair's own counters, plus those of closed sessions.
+    pub(super) stats: RdStats,
+    /// Peers that may still get a connected send socket ([`conn`]).
+    pub(super) connect_left: usize,
+    /// `SO_SNDBUF` of the shared socket, given to the connected ones.
+    pub(super) send_buffer: usize,
+    /// Ask peers on this host for a CRC32c too ([`QpConfig::crc_same_host`], or a fault
+    /// layer, which stands for a wire).
+    pub(super) crc_same_host: bool,
+}
+
+impl RdPath {
+    pub(crate) fn new(
+        socket: UdpSocket,
+        config: &QpConfig,
+        qpn: u32,
+    ) -> Result<RdPath, VerbsError> {
+        let local = socket.local_addr()?;
+        let mut rd = config.rd.clone();
+        rd.checksum = config.crc;
+        if config.fit_mtu {
+            if let Some(limit) = link::udp_payload_limit(local.ip()) {
+                rd.max_datagram_size = rd.max_datagram_size.min(limit);
+            }
+        }
+        let mut endpoint = Endpoint::new(rd.clone())
+            .map_err(|e| VerbsError::InvalidArgument(e.to_string().into()))?;
+        // Linux reports twice the size asked for (its bookkeeping share included); a full
+        // datagram can cost about its size again in that bookkeeping. The budget keeps all
+        // peers together from sending more than the socket holds while we do not read.
+        let granted = SockRef::from(&socket).recv_buffer_size()?;
+        // A small datagram may cost a whole page in a NIC driver's receive buffer.
+        let charge = (2 * rd.max_datagram_size).max(rd.max_datagram_size + 4096);
+        let budget = (granted / charge).max(1);
+        endpoint.set_recv_budget(u32::try_from(budget).unwrap_or(u32::MAX));
+        let send_buffer = SockRef::from(&socket).send_buffer_size()?;
+        let sock = DatagramSocket::new(socket, config.faults.as_ref())?;
+        let crc_same_host = config.crc_same_host || sock.faulty();
+        // The fault layer hooks the shared socket only.
+        let connect_left = if sock.faulty() {
+            0
+        } else {
+            config.connected_peers
+        };
+        let mut ring = Box::new(RecvRing::new());
+        if rd.max_datagram_size <= GRO_MAX_DATAGRAM {
+            ring.enable_gro(sock.socket());
+        }
+        let mut rng = SplitMix64::from_entropy(u64::from(qpn) ^ (u64::from(local.port()) << 32));
+        let epoch = loop {
+            let e = rng.next_u32();
+            if e != 0 {
+                break e;
+            }
+        };
+        Ok(RdPath {
+            sock,
+            local,
+            qpn,
+            config: rd,
+            endpoint,
+            epoch,
+            rng,
+            peers: FastMap::default(),
+            by_id: FastMap::default(),
+            handshaking: Vec::new(),
+            retry: Vec::new(),
+            ring: Some(ring),
+            parked: VecDeque::new(),
+            stash: Stash::default(),
+            tx: TxQueue::default(),
+            pool: BufPool::default(),
+            copies: copies::Copies::default(),
+            next_msn: 1,
+            events_deferred: false,
+            corked: false,
+            stats: RdStats::default(),
+            connect_left,
+            send_buffer,
+            crc_same_host,
+        })
+    }
+
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Sends what the kernel refused earlier, then everything the engine has ready, in
+    /// batches, until it has nothing or the socket is full.
+    pub(super) fn transmit(&mut self, now: Instant) {
+        loop {
+            if !self.tx.flush(&mut self.sock, &mut self.stats.send_errors) {
+                return;
+            }
+            let mut drained = false;
+            // A run of datagrams goes to one peer: look it up once per run. A run ends when
+            // the session has no more or the batch is full.
+            let mut route: Option<(u32, &Peer)> = None;
+            let mut header = [0u8; MAX_HEADER_LEN];
+            let (tx, by_id, peers) = (&mut self.tx, &self.by_id, &self.peers);
+            while tx.wants_more() {
+                let run = self
+                    .endpoint
+                    .poll_transmit_run(now, &mut header, |id, header, t| {
+                        if route.is_none_or(|(r, _)| r != id) {
+                            route = by_id.get(&id).and_then(|a| peers.get(a)).map(|p| (id, p));
+                        }
+                        if let Some((_, p)) = route {
+                            tx.push(TxItem {
+                                dst: p.dst,
+                                via: p.via.clone(),
+                                header: *header,
+                                t,
+                            });
+                        }
+                        tx.wants_more()
+                    });
+                if run.is_none() {
+                    drained = true;
+                    break;
+                }
+            }
+            if self.tx.len() == 0 {
+                return;
+            }
+            if drained {
+                // The engine has nothing more: send this batch and stop asking.
+                self.tx.flush(&mut self.sock, &mut self.stats.send_errors);
+                return;
+            }
+        }
+    }
+
+    /// The queue pair failed: every outstanding request completes with `FlushError`.
+    pub(crate) fn flush(&mut self, q: &mut WorkQueues) {
+        for (_, mut p) in self.peers.drain() {
+            if p.via.take().is_some() {
+                self.connect_left += 1;
+            }
+            p.fail_sends(q, WcStatus::FlushError);
+            p.rx.flush(q);
+            if let Some(s) = self.endpoint.remove(p.local_id) {
+                self.stats.add_session(s.stats());
+            }
+        }
+        self.by_id.clear();
+        self.handshaking.clear();
+        self.retry.clear();
+        // What the kernel had not taken yet may lend from buffers just handed back.
+        self.tx.clear();
+        self.stash.clear();
+        self.parked.clear();
+    }
+
+    /// The earliest moment `poll_cq` has timed work to do: an engine timer (ACK delay,
+    /// retransmission, peer failure), a handshake retransmission, or a held fault datagram.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        let hello = self
+            .handshaking
+            .iter()
+            .filter_map(|a| self.peers.get(a)?.hello.as_ref().map(|h| h.next))
+            .min();
+        [
+            self.endpoint.poll_timeout(),
+            hello,
+            self.sock.next_fault_release(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Sends every ACK owed now (see [`Endpoint::flush_acks`]).
+    pub(crate) fn flush_acks(&mut self) {
+        self.endpoint.flush_acks();
+        self.transmit(Instant::now());
+    }
+
+    /// Bytes of the queue pair's own copies of short messages still held.
+    pub(crate) fn copied_bytes(&self) -> usize {
+        self.copies.bytes()
+    }
+
+    /// Datagrams read off the socket so far, without summing the sessions' counters.
+    pub(crate) fn datagrams_read(&self) -> u64 {
+        self.stats.datagrams_read
+    }
+
+    pub(crate) fn stats(&self) -> RdStats {
+        let mut s = self.stats;
+        for (_, session) in self.endpoint.sessions() {
+            s.add_session(session.stats());
+            s.srtt = s.srtt.max(session.rtt().srtt);
+            s.crc_peers += usize::from(session.config().checksum);
+        }
+        let e = self.endpoint.stats();
+        s.dropped_malformed = e.dropped_malformed;
+        s.dropped_unknown_session = e.dropped_unknown_session;
+        s.peers = self.peers.len();
+        s.connected_peers = self.peers.values().filter(|p| p.via.is_some()).count();
+        s.gso_sends = self.tx.gso_sends;
+        s.connected_sends = self.tx.via_sends;
+        s.gro_runs = self.ring.as_ref().map_or(0, |r| r.gro_runs);
+        s.max_datagram_size = self.config.max_datagram_size;
+        s
+    }
+
+    /// Engine counters and RTT of the session with the peer at `addr`.
+    pub(crate) fn peer_stats(
+        &self,
+        addr: SocketAddr,
+    ) -> Option<(reliability::Stats, reliability::RttStats)> {
+        let p = self.peers.get(&addr)?;
+        let s = self.endpoint.session(p.local_id)?;
+        Some((*s.stats(), s.rtt()))
+    }
+
+    /// The session ids in use with the peer at `addr`, once established.
+    pub(crate) fn peer_ids(&self, addr: SocketAddr) -> Option<SessionIds> {
+        let p = self.peers.get(&addr)?;
+        let r = p.remote?;
+        Some(SessionIds {
+            local_id: p.local_id,
+            local_epoch: p.local_epoch,
+            remote_id: r.id,
+            remote_epoch: r.epoch,
+        })
+    }
+
+    pub(crate) fn fault_stats(&self) -> Option<FaultStats> {
+        self.sock.fault_stats()
+    }
+
+    pub(super) fn send_control(&mut self, dst: &nix::sys::socket::SockaddrStorage, bytes: &[u8]) {
+        self.stats.control_sent += 1;
+        // A control datagram the kernel refuses is lost like any other; the timer resends.
+        let _ = self.sock.send(&[IoSlice::new(bytes)], dst);
+    }
+
+    /// A fresh non-zero local session id not in use.
+    pub(super) fn fresh_id(&mut self) -> u32 {
+        loop {
+            let id = self.rng.next_u32();
+            if id != 0 && !self.by_id.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Receives bound to messages still arriving.
+    pub(crate) fn bound_receives(&self) -> usize {
+        self.peers.values().map(|p| p.rx.bound_len()).sum()
+    }
+}
+
+impl std::fmt::Debug for RdPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdPath")
+            .field("local", &self.local)
+            .field("peers", &self.peers.len())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,375 @@
+//! Progress: reading the socket in batches and feeding the engine, datagrams set aside for
+//! lack of receives, engine events turned into completions, and sends that may go again.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use nix::errno::Errno;
+use reliability::header::Packet;
+use reliability::{Endpoint, Event, SendError};
+
+use super::super::cq::WorkQueues;
+use super::super::{VerbsError, WcStatus};
+use super::hello;
+use super::path::{Parked, RdPath};
+use super::ring::RecvRing;
+use super::rx::{self, Gate, RdReceiver, ReceiverSink, RxSink};
+
+/// Datagrams set aside for lack of receives; more such datagrams are refused unacknowledged
+/// (the sender keeps them and retransmits). The socket is never left unread: a datagram that
+/// completes a message already bound must always get through, or the receives it holds would
+/// never come free.
+const PARK_MAX: usize = 32;
+
+/// `recvmmsg` batches per poll, so one poll cannot starve the caller.
+const RX_ROUNDS: usize = 4;
+
+/// A shorter-lived handle on the receiver, for one call.
+fn reborrow<'b>(r: &'b mut Option<&mut dyn RdReceiver>) -> Option<&'b mut dyn RdReceiver> {
+    match r {
+        Some(r) => Some(&mut **r),
+        None => None,
+    }
+}
+
+impl RdPath {
+    /// One round of progress: release held fault datagrams, complete what waited for
+    /// receives, read the socket in batches, run due timers, turn engine events into
+    /// completions, and send.
+    /// `recv`: receiver mode ([`RdReceiver`]); posted receives are then not used.
+    pub(crate) fn progress(
+        &mut self,
+        q: &mut WorkQueues,
+        mut recv: Option<&mut dyn RdReceiver>,
+    ) -> Result<(), VerbsError> {
+        let now = Instant::now();
+        if self.sock.faulty() {
+            self.sock.release_faults(now);
+        }
+        if !self.stash.is_empty() {
+            self.stash.drain(q, self.qpn, &mut self.stats);
+        }
+        if !self.parked.is_empty() {
+            self.retry_parked(q, now);
+        }
+        let lone = self.receive(q, now, reborrow(&mut recv))?;
+        if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            self.endpoint.handle_timeout(now);
+        }
+        self.handshake_timers(q, now);
+        if lone {
+            // One datagram, probably the message the caller is polling for: hand it over now
+            // and turn the engine's news into completions on the next poll. What must leave at
+            // once (ACKs, retransmissions) still does.
+            self.events_deferred = true;
+            self.transmit(now);
+            return Ok(());
+        }
+        self.events_deferred = false;
+        // An empty poll (the common case for a busy-polling caller) has nothing to serve.
+        if !self.retry.is_empty() || self.tx.len() > 0 || self.endpoint.has_pending() {
+            self.service(q, now);
+        }
+        Ok(())
+    }
+
+    /// Reads the socket in batches. Returns whether it got a lone datagram (and deferred the
+    /// engine's events, which it does at most every other poll).
+    fn receive(
+        &mut self,
+        q: &mut WorkQueues,
+        now: Instant,
+        mut recv: Option<&mut dyn RdReceiver>,
+    ) -> Result<bool, VerbsError> {
+        let mut rounds = 0;
+        while rounds < RX_ROUNDS {
+            let mut ring = self.ring.take().expect("ring is home between calls");
+            let r = ring.recv(self.sock.socket());
+            let n = match r {
+                Ok(n) => {
+                    self.stats.datagrams_read += n as u64;
+                    n
+                }
+                Err(e) => {
+                    self.ring = Some(ring);
+                    match e {
+                        Errno::EINTR => continue,
+                        // ICMP errors concern earlier sends to somebody; the engine resends.
+                        Errno::ECONNREFUSED | Errno::EHOSTUNREACH | Errno::ENETUNREACH => {
+                            rounds += 1;
+                            continue;
+                        }
+                        Errno::EAGAIN => {
+                            self.drained(now);
+                            return Ok(false);
+                        }
+                        e => return Err(e.into()),
+                    }
+                }
+            };
+            let mut i = 0;
+            while i < n {
+                let (data, src) = ring.get(i);
+                // Receiver mode takes every message as it comes (nothing waits for receives):
+                // a run of one peer's datagrams (a GRO run, say) goes to its session in one call.
+                if let (Some(recv), Some(id)) = (recv.as_deref_mut(), Self::run_session(data)) {
+                    let end = (i + 1..n)
+                        .find(|&j| {
+                            let (d, s) = ring.get(j);
+                            s != src || Self::run_session(d) != Some(id)
+                        })
+                        .unwrap_or(n);
+                    self.feed_run(now, id, (i..end).map(|j| ring.get(j).0), recv);
+                    i = end;
+                    continue;
+                }
+                if let Some((session, seq)) =
+                    self.on_datagram(q, now, data, src, reborrow(&mut recv))
+                {
+                    let len = data.len();
+                    self.park(&mut ring, i, len, src, session, seq);
+                }
+                i += 1;
+            }
+            let ring_drained = ring.drained();
+            if ring.known_empty() {
+                self.drained(now);
+            }
+            self.ring = Some(ring);
+            if n == 1 && rounds == 0 && !self.events_deferred {
+                return Ok(true);
+            }
+            // ACKs leave between batches, not only at the end of a long poll.
+            self.service(q, now);
+            if ring_drained {
+                return Ok(false);
+            }
+            rounds += 1;
+        }
+        Ok(false)
+    }
+
+    /// The socket was read to the end (a read found it empty, or a batch read came up short):
+    /// whatever is read next came later. The engine tells lost ACKs from late ones by it.
+    fn drained(&mut self, now: Instant) {
+        self.endpoint.input_drained(now);
+    }
+
+    /// Handles one datagram; returns (session, seq) when it must wait for receives.
+    fn on_datagram(
+        &mut self,
+        q: &mut WorkQueues,
+        now: Instant,
+        data: &[u8],
+        src: Option<SocketAddr>,
+        recv: Option<&mut dyn RdReceiver>,
+    ) -> Option<(u32, u32)> {
+        let Some(&first) = data.first() else {
+            self.stats.dropped_control += 1;
+            return None;
+        };
+        if hello::is_control(first) {
+            self.on_control(q, now, data, src);
+            return None;
+        }
+        if recv.is_some() {
+            // Receiver mode: runs go by `feed_run`, so this names no session; the engine
+            // counts it.
+            self.feed(q, now, data, None);
+            return None;
+        }
+        let pkt = Packet::new_checked(data).ok();
+        let addr = pkt
+            .as_ref()
+            .and_then(|p| self.by_id.get(&p.session()).copied());
+        if let (Some(pkt), Some(p)) = (pkt, addr.and_then(|a| self.peers.get_mut(&a))) {
+            if p.remote.is_some_and(|r| r.epoch == pkt.epoch())
+                && rx::gate(&pkt, &mut p.rx, q, &self.stash) == Gate::Park
+            {
+                return Some((pkt.session(), pkt.seq().0));
+            }
+        }
+        self.feed(q, now, data, addr);
+        None
+    }
+
+    /// The session a reliability datagram names (`None` for a control datagram or one too
+    /// short to name any).
+    fn run_session(data: &[u8]) -> Option<u32> {
+        if hello::is_control(*data.first()?) {
+            return None;
+        }
+        Endpoint::peek_session_id(data)
+    }
+
+    /// Hands datagrams that all name session `id` to the engine at once (receiver mode).
+    fn feed_run<'d>(
+        &mut self,
+        now: Instant,
+        id: u32,
+        run: impl Iterator<Item = &'d [u8]>,
+        recv: &mut dyn RdReceiver,
+    ) {
+        let peer = self.by_id.get(&id).and_then(|a| self.peers.get_mut(a));
+        // Drops are counted by the engine.
+        match peer {
+            Some(p) => {
+                let mut sink = ReceiverSink {
+                    rx: &mut p.rx,
+                    recv,
+                    src: p.ah.addr,
+                    qpn: self.qpn,
+                    stats: &mut self.stats,
+                };
+                self.endpoint.handle_run(now, id, run, &mut sink);
+            }
+            None => {
+                self.endpoint.handle_run(now, id, run, &mut ());
+            }
+        }
+    }
+
+    /// Hands a datagram to the engine (posted-receive mode), with the sink of the peer at
+    /// `addr` (the one its session id names, if any).
+    fn feed(&mut self, q: &mut WorkQueues, now: Instant, data: &[u8], addr: Option<SocketAddr>) {
+        let peer = addr.and_then(|a| self.peers.get_mut(&a));
+        // Drops are counted by the engine.
+        let _ = match peer {
+            Some(p) => {
+                let mut sink = RxSink {
+                    rx: &mut p.rx,
+                    q,
+                    stash: &mut self.stash,
+                    src: p.ah.addr,
+                    qpn: self.qpn,
+                    stats: &mut self.stats,
+                };
+                self.endpoint
+                    .handle_datagram(now, data, &mut sink, |_, _| None)
+            }
+            None => self
+                .endpoint
+                .handle_datagram(now, data, &mut (), |_, _| None),
+        };
+    }
+
+    fn park(
+        &mut self,
+        ring: &mut RecvRing,
+        i: usize,
+        len: usize,
+        src: Option<SocketAddr>,
+        session: u32,
+        seq: u32,
+    ) {
+        // A retransmission of a datagram already set aside adds nothing.
+        if self
+            .parked
+            .iter()
+            .any(|p| p.session == session && p.seq == seq)
+        {
+            return;
+        }
+        if self.parked.len() >= PARK_MAX {
+            self.stats.refused += 1;
+            return;
+        }
+        self.stats.parked += 1;
+        self.parked.push_back(Parked {
+            buf: ring.take(i),
+            len,
+            src,
+            session,
+            seq,
+        });
+    }
+
+    fn retry_parked(&mut self, q: &mut WorkQueues, now: Instant) {
+        for _ in 0..self.parked.len() {
+            let p = self.parked.pop_front().expect("counted");
+            match self.on_datagram(q, now, &p.buf[..p.len], p.src, None) {
+                Some(_) => self.parked.push_back(p),
+                None => {
+                    if let Some(ring) = &mut self.ring {
+                        ring.give_back(p.buf, PARK_MAX);
+                    }
+                }
+            }
+        }
+        if self.parked.is_empty() {
+            self.parked = VecDeque::new();
+        }
+    }
+
+    /// Engine events to completions, waiting sends to the engine, datagrams to the kernel.
+    fn service(&mut self, q: &mut WorkQueues, now: Instant) {
+        self.events(q);
+        if !self.retry.is_empty() {
+            self.retry_waiting(q, now);
+        }
+        self.transmit(now);
+    }
+
+    fn events(&mut self, q: &mut WorkQueues) {
+        while let Some((id, ev)) = self.endpoint.poll_event() {
+            let Some(&addr) = self.by_id.get(&id) else {
+                continue;
+            };
+            match ev {
+                Event::SendAcked(msg) => {
+                    let Some(p) = self.peers.get_mut(&addr) else {
+                        continue;
+                    };
+                    // Acknowledgements come in message order: this is the front.
+                    if let Some(i) = p.inflight.iter().position(|f| f.msg == msg) {
+                        let f = p.inflight.remove(i).expect("found");
+                        q.send_done(f.wr_id, f.len, f.signaled);
+                        if let Some(data) = f.pooled {
+                            self.pool.give(data);
+                        }
+                    }
+                    if !p.waiting.is_empty() {
+                        self.retry.push(addr);
+                    } else if p.inflight.is_empty() {
+                        p.compact();
+                    }
+                }
+                Event::Writable => self.retry.push(addr),
+                Event::PeerFailed { .. } => {
+                    self.stats.peer_failures += 1;
+                    self.fail_peer(q, addr);
+                }
+            }
+        }
+    }
+
+    fn retry_waiting(&mut self, q: &mut WorkQueues, now: Instant) {
+        let mut list = std::mem::take(&mut self.retry);
+        list.dedup();
+        for addr in list.drain(..) {
+            let Some(p) = self.peers.get_mut(&addr) else {
+                continue;
+            };
+            if p.remote.is_none() {
+                continue;
+            }
+            while let Some(m) = p.waiting.pop_front() {
+                match m.offer(&mut self.endpoint, p.local_id, now) {
+                    Ok(f) => p.inflight.push_back(f),
+                    Err((SendError::WouldBlock | SendError::PeerFailed, m)) => {
+                        p.waiting.push_front(m);
+                        break;
+                    }
+                    Err((SendError::TooLarge, m)) => {
+                        q.send_failed(m.wr_id, m.len, WcStatus::TransportError);
+                    }
+                }
+            }
+        }
+        // Keep the allocation.
+        if self.retry.is_empty() {
+            self.retry = list;
+        }
+    }
+}
