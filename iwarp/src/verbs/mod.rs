@@ -8,8 +8,8 @@
 //!
 //! Everything is driven by the caller: [`QueuePair::post_send`] hands data to the kernel at once,
 //! [`QueuePair::poll_cq`] reads the socket without blocking and returns completions. No thread
-//! ever sits between a packet and the caller, because a blocking wake-up costs ten times the wire
-//! time on the machines this runs on.
+//! ever sits between a packet and the caller: a thread's wake-up would cost more than the packet's
+//! time on the wire.
 //!
 //! ```no_run
 //! use iwarp::verbs::*;
