@@ -507,10 +507,7 @@ impl DataPath {
         }
         self.wcs = wcs;
         self.progress_paths();
-        if !self.st.rx.rndv.is_empty()
-            || !self.st.live.heard.is_empty()
-            || !self.st.tx.sends.is_empty()
-        {
+        if !self.st.rx.rndv.is_empty() || !self.st.tx.sends.is_empty() {
             self.st.timers(Instant::now());
             self.flush_backlog();
         }
@@ -724,7 +721,6 @@ impl DataPath {
             rendezvous: map_bytes(&st.tx.sends)
                 + map_bytes(&st.rx.rndv)
                 + map_bytes(&st.tx.roles)
-                + map_bytes(&st.live.heard)
                 + st.live.fresh.capacity() * std::mem::size_of::<SocketAddr>()
                 + map_bytes(&st.rx.pushing_into)
                 + st.rx.multi.memory_bytes()

@@ -232,8 +232,6 @@ pub(crate) struct Traffic {
 
 /// Whether the peers we wait on are alive.
 struct Liveness {
-    /// When each sender was last heard from, while rendezvous receives wait.
-    heard: Map<SocketAddr, Instant>,
     /// Senders heard since the driver last said the time (`heard_by`): arrivals carry no
     /// time, and the batch they came in may have been long.
     fresh: Vec<SocketAddr>,
@@ -302,7 +300,6 @@ impl State {
                 parked: Parked::new(budget.held_pushes),
             },
             live: Liveness {
-                heard: Map::default(),
                 fresh: Vec::new(),
                 next_check: now,
             },

@@ -380,7 +380,7 @@ impl State {
     /// they came in).
     pub(super) fn heard_by(&mut self, now: Instant) {
         for src in self.live.fresh.drain(..) {
-            self.live.heard.insert(src, now);
+            self.peers.hear(src, now);
         }
     }
 
@@ -402,18 +402,18 @@ impl State {
     /// the peer timeout.
     pub(super) fn expire_stalled(&mut self, now: Instant) {
         if self.rx.rndv.is_empty() {
-            self.live.heard.clear();
             self.live.fresh.clear();
             return;
         }
         let limit = self.cfg.stall_limit;
-        let heard = &self.live.heard;
+        let peers = &self.peers;
         let stalled: Vec<u64> = self
             .rx
             .rndv
             .iter()
             .filter(|(_, r)| {
-                let last = heard.get(&r.from).map_or(r.last, |&h| h.max(r.last));
+                // A time heard before the receive began is older than its `last`.
+                let last = peers.heard(r.from).map_or(r.last, |h| h.max(r.last));
                 now.saturating_duration_since(last) > limit
             })
             .map(|(&id, _)| id)

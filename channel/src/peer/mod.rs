@@ -19,6 +19,7 @@ pub mod header;
 pub mod order;
 
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use crate::addr::EpName;
 use crate::hash::Map;
@@ -68,6 +69,8 @@ struct Slot {
     name: Option<EpName>,
     /// The matcher's id for it while the address vector does not hold it.
     stand_in: Option<PeerId>,
+    /// When it was last heard from while a rendezvous receive waited.
+    heard: Option<Instant>,
     seq: Peer,
 }
 
@@ -139,6 +142,7 @@ impl PeerTable {
             addr,
             name: None,
             stand_in: None,
+            heard: None,
             seq: Peer::new(),
         });
         self.by_addr.insert(addr, id);
@@ -181,6 +185,18 @@ impl PeerTable {
             _ => {}
         }
         slot.stand_in = id;
+    }
+
+    /// The peer at `addr` was heard from by `at`.
+    pub fn hear(&mut self, addr: SocketAddr, at: Instant) {
+        if let Some(id) = self.find(addr) {
+            self.slots[id.0 as usize].heard = Some(at);
+        }
+    }
+
+    /// When the peer at `addr` was last heard from (while a rendezvous receive waited).
+    pub fn heard(&self, addr: SocketAddr) -> Option<Instant> {
+        self.slots[self.find(addr)?.0 as usize].heard
     }
 
     /// Whether any peer has a stand-in id.
