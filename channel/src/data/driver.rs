@@ -214,7 +214,6 @@ impl DataPath {
     }
 
     pub fn send(&mut self, a: SendArgs) -> Result<()> {
-        self.st.now = Instant::now();
         self.room()?;
         let r = self.st.send(a);
         self.flush_backlog();
@@ -234,7 +233,6 @@ impl DataPath {
 
     /// Starts an RMA write (`write`) or read (`rma.rs`).
     pub fn rma(&mut self, write: bool, a: RmaArgs) -> Result<()> {
-        self.st.now = Instant::now();
         self.room()?;
         let r = self.st.rma(write, a);
         self.flush_backlog();
@@ -242,7 +240,6 @@ impl DataPath {
     }
 
     pub fn atomic(&mut self, a: super::AtomicArgs) -> Result<()> {
-        self.st.now = Instant::now();
         self.room()?;
         let r = self.st.atomic(a);
         self.flush_backlog();
@@ -250,7 +247,6 @@ impl DataPath {
     }
 
     pub fn cancel(&mut self, context: usize) -> Result<()> {
-        self.st.now = Instant::now();
         self.st.cancel(context)
     }
 
@@ -477,7 +473,6 @@ impl DataPath {
     /// Drains the queue pair (which runs its I/O and timers, and lends arrivals to the state)
     /// and posts what waited for room.
     pub fn progress(&mut self) {
-        self.st.now = Instant::now();
         self.flush_backlog();
         let mut wcs = std::mem::take(&mut self.wcs);
         loop {
@@ -490,7 +485,7 @@ impl DataPath {
                     0
                 }
             };
-            self.st.heard_by(Instant::now());
+            self.note_heard();
             for wc in wcs.drain(..) {
                 if wc.opcode == WcOpcode::Send {
                     let role = Role::from_quiet_id(wc.wr_id)
@@ -541,7 +536,7 @@ impl DataPath {
         let owed_before = self.st.peers.take_owing();
         let mut gone = path::Gone::default();
         self.paths.progress(now, &mut self.st, &mut gone);
-        self.st.heard_by(Instant::now());
+        self.note_heard();
         for role in gone.failed {
             self.st.send_part_done(role, false);
         }
@@ -564,6 +559,13 @@ impl DataPath {
         }
         self.note_traffic(now);
         self.flush_backlog();
+    }
+
+    /// The senders heard since the last look were heard by now (a clock read only if any).
+    fn note_heard(&mut self) {
+        if !self.st.live.fresh.is_empty() {
+            self.st.heard_by(Instant::now());
+        }
     }
 
     /// Hands the traffic logged since to the promotion policy.
@@ -634,7 +636,7 @@ impl DataPath {
         self.st.now = Instant::now();
         let bytes = self.forge(src, payload);
         iwarp::verbs::RdReceiver::message(&mut self.st, src, &bytes);
-        self.st.heard_by(Instant::now());
+        self.note_heard();
         self.flush_backlog();
     }
 
@@ -677,7 +679,7 @@ impl DataPath {
         } else {
             self.st.message(src, &payload);
         }
-        self.st.heard_by(Instant::now());
+        self.note_heard();
         self.flush_backlog();
     }
 

@@ -158,8 +158,9 @@ pub struct Memory {
 /// Everything but the queue pair: what the arrivals, which the queue pair lends while it is
 /// being polled, are handled with. Sends it makes meanwhile wait in `tx.backlog`.
 struct State {
-    /// The time of the driver's current call: the state reads no clock (arrivals reach it
-    /// through the queue pair's and the connections' callbacks, which carry none).
+    /// The time of the driver's current receive call or poll batch, where a rendezvous
+    /// receive may start: the state reads no clock (arrivals reach it through the queue
+    /// pair's and the connections' callbacks, which carry none).
     now: Instant,
     cfg: Settings,
     /// Set by `enable`.
