@@ -64,7 +64,8 @@ impl State {
             return Err(Errno::INVAL);
         }
         let name = self.av()?.lookup(a.dest)?;
-        self.peers.know(name.udp_addr(), name.nonce);
+        let slot = self.peers.slot(name.udp_addr());
+        self.peers.know(slot, name.nonce);
         self.log_traffic(name.udp_addr(), Some(name), len, false);
         let to = AddressHandle::new(name.udp_addr(), name.qpn);
         let fetch = a.result.is_some();

@@ -377,11 +377,12 @@ impl DataPath {
                 (to, self.st.tx.bufs.freeze(bytes), Vec::new(), role)
             }
         };
-        if let Some(conn) = self.paths.route(to.addr) {
+        let slot = self.st.peers.slot(to.addr);
+        if let Some(conn) = self.paths.route(&self.st.peers, slot) {
             let header = self
                 .st
                 .peers
-                .stamp(to.addr, role.waits_for_peer() || conn.wants_ack());
+                .stamp(slot, role.waits_for_peer() || conn.wants_ack());
             match conn.post(header, &prefix, bytes, role) {
                 Ok(()) => {
                     self.paths.stats.rc_messages += 1;
@@ -389,17 +390,18 @@ impl DataPath {
                 }
                 // The connection broke: RD takes the message, with a number of its own.
                 Err((bytes, role)) => {
-                    self.st.peers.unstamp(to.addr);
-                    return self.post_stamped_rd(to, bytes, &prefix, role, rest);
+                    self.st.peers.unstamp(slot);
+                    return self.post_stamped_rd(slot, to, bytes, &prefix, role, rest);
                 }
             }
         }
-        self.post_stamped_rd(to, bytes, &prefix, role, rest)
+        self.post_stamped_rd(slot, to, bytes, &prefix, role, rest)
     }
 
     /// Posts over RD behind the next per-peer header and `prefix`.
     fn post_stamped_rd(
         &mut self,
+        slot: peer::SlotId,
         to: AddressHandle,
         bytes: bytes::Bytes,
         prefix: &[u8],
@@ -408,11 +410,11 @@ impl DataPath {
     ) {
         // The per-peer header goes first, numbered now that the message leaves in this order.
         let mut head = [0u8; peer::HEADER + wire::WRITE_HEADER];
-        head[..peer::HEADER].copy_from_slice(&self.st.peers.stamp(to.addr, false).encode());
+        head[..peer::HEADER].copy_from_slice(&self.st.peers.stamp(slot, false).encode());
         let head_len = peer::HEADER + prefix.len();
         head[peer::HEADER..head_len].copy_from_slice(prefix);
         if !self.post_rd(to, bytes, &head[..head_len], role, rest) {
-            self.st.peers.unstamp(to.addr);
+            self.st.peers.unstamp(slot);
         }
     }
 
@@ -574,8 +576,8 @@ impl DataPath {
             if let Some(name) = &t.name {
                 self.paths.learn(&mut self.st.peers, name);
             }
-            self.paths
-                .traffic(now, &mut self.st.peers, t.addr, t.len, t.rendezvous);
+            let slot = self.st.peers.slot(t.addr);
+            self.paths.traffic(now, slot, t.len, t.rendezvous);
         }
     }
 
@@ -643,8 +645,9 @@ impl DataPath {
     /// `payload` behind the next per-peer header of a forged peer at `src`.
     #[cfg(test)]
     fn forge(&mut self, src: std::net::SocketAddr, payload: &[u8]) -> Vec<u8> {
-        self.forger.know(src, self.st.cfg.name.nonce);
-        let mut bytes = self.forger.stamp(src, false).encode().to_vec();
+        let me = self.forger.slot(src);
+        self.forger.know(me, self.st.cfg.name.nonce);
+        let mut bytes = self.forger.stamp(me, false).encode().to_vec();
         bytes.extend_from_slice(payload);
         bytes
     }

@@ -50,7 +50,7 @@ use crate::matching::{
     Taken,
 };
 use crate::mr::SharedMrs;
-use crate::peer::{self, PeerTable, Verdict};
+use crate::peer::{self, PeerTable, SlotId, Verdict};
 use crate::sys::*;
 pub use atomic::AtomicArgs;
 pub use budget::Budget;

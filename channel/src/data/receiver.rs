@@ -7,7 +7,8 @@ use super::*;
 /// over in the peer's sequence; a rendezvous chunk is placed at once, whatever its turn.
 impl RdReceiver for State {
     fn early(&mut self, src: SocketAddr, payload: &[u8], in_order: bool) -> bool {
-        let (verdict, seq, body) = self.peers.arrive(src, payload);
+        let slot = self.peers.slot(src);
+        let (verdict, seq, body) = self.peers.arrive(slot, payload);
         // Counted once: an early offer it does not take comes again in its turn.
         let comes_again = verdict == Verdict::Ahead && !in_order && !wire::is_data(body);
         if verdict != Verdict::Dropped && !comes_again {
@@ -17,11 +18,11 @@ impl RdReceiver for State {
             Verdict::Dropped => {}
             Verdict::Now => self.hand_over(src, body),
             Verdict::Ahead if wire::is_data(body) => {
-                self.peers.taken_ahead(src, seq);
+                self.peers.taken_ahead(slot, seq);
                 self.handle_message(src, body);
             }
             // Another path carries the messages before it.
-            Verdict::Ahead if in_order => self.peers.hold(src, seq, body),
+            Verdict::Ahead if in_order => self.peers.hold(slot, seq, body),
             // It comes again in its turn on this path.
             Verdict::Ahead => return false,
         }
@@ -49,7 +50,8 @@ impl RdReceiver for State {
             let offset = offset.saturating_sub(peer::HEADER);
             return self.take_segment(src, head, offset, bytes);
         }
-        let (verdict, seq, body) = self.peers.arrive(src, bytes);
+        let slot = self.peers.slot(src);
+        let (verdict, seq, body) = self.peers.arrive(slot, bytes);
         let first = match verdict {
             Verdict::Now | Verdict::Ahead => body,
             Verdict::Dropped => return false,
@@ -59,7 +61,7 @@ impl RdReceiver for State {
         }
         match verdict {
             Verdict::Now => self.hand_over_rest(src),
-            _ => self.peers.taken_ahead(src, seq),
+            _ => self.peers.taken_ahead(slot, seq),
         }
         true
     }
@@ -70,7 +72,9 @@ impl RdReceiver for State {
         let Some(chunk) = len.checked_sub(IN_PLACE_HEADERS) else {
             return false;
         };
-        self.peers.would_take(src, head)
+        self.peers
+            .find(src)
+            .is_some_and(|slot| self.peers.would_take(slot, head))
             && self
                 .in_place_target(src, head)
                 .is_some_and(|(d, at)| fits(d, at, chunk))
@@ -103,13 +107,14 @@ impl RdReceiver for State {
     }
 
     fn placed(&mut self, src: SocketAddr, head: &[u8], len: usize) {
-        let (verdict, seq, body) = self.peers.arrive(src, head);
+        let slot = self.peers.slot(src);
+        let (verdict, seq, body) = self.peers.arrive(slot, head);
         if verdict == Verdict::Dropped {
             return;
         }
         self.log_traffic(src, None, len - peer::HEADER, false);
         if verdict == Verdict::Ahead {
-            self.peers.taken_ahead(src, seq);
+            self.peers.taken_ahead(slot, seq);
         }
         self.heard_from(src);
         match wire::parse(body) {
@@ -173,8 +178,9 @@ impl State {
 
     /// The message whose turn it was is handled: hands over the held ones that follow.
     pub(super) fn hand_over_rest(&mut self, src: SocketAddr) {
-        self.peers.handed(src);
-        while let Some(held) = self.peers.ready(src) {
+        let slot = self.peers.slot(src);
+        self.peers.handed(slot);
+        while let Some(held) = self.peers.ready(slot) {
             self.handle_message(src, &held);
         }
     }

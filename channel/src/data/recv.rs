@@ -178,11 +178,12 @@ impl State {
         if !self.peers.has_stand_ins() && (peer != UNKNOWN_PEER || self.av.is_none()) {
             return peer;
         }
-        match self.peers.stand_in(src) {
+        let slot = self.peers.slot(src);
+        match self.peers.stand_in(slot) {
             Some(s) if peer != UNKNOWN_PEER => {
                 // Its earlier messages take the handle first: they are older.
                 self.rx.matcher.relabel(s, peer);
-                self.peers.set_stand_in(src, None);
+                self.peers.set_stand_in(slot, None);
                 peer
             }
             Some(s) => s,
@@ -190,7 +191,7 @@ impl State {
             None => {
                 let s = PeerId(self.strangers.next);
                 self.strangers.next += 1;
-                self.peers.set_stand_in(src, Some(s));
+                self.peers.set_stand_in(slot, Some(s));
                 s
             }
         }
@@ -202,8 +203,8 @@ impl State {
             return;
         };
         let stand_ins = self.peers.stand_ins();
-        let handles = av.handles_of(stand_ins.iter().map(|&(src, _)| src));
-        let named: Vec<(SocketAddr, PeerId, PeerId)> = stand_ins
+        let handles = av.handles_of(stand_ins.iter().map(|&(slot, _)| self.peers.addr(slot)));
+        let named: Vec<(SlotId, PeerId, PeerId)> = stand_ins
             .into_iter()
             .zip(handles)
             .filter_map(|((src, s), h)| Some((src, s, matcher_id(h)?)))

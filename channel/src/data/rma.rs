@@ -17,7 +17,8 @@ impl State {
     /// Starts an RMA write (`write`) or read.
     pub fn rma(&mut self, write: bool, a: RmaArgs) -> Result<()> {
         let name = self.av()?.lookup(a.dest)?;
-        self.peers.know(name.udp_addr(), name.nonce);
+        let slot = self.peers.slot(name.udp_addr());
+        self.peers.know(slot, name.nonce);
         let len = a.mem.len();
         self.log_traffic(name.udp_addr(), Some(name), len, len > self.cfg.eager);
         let inject = a.flags & FI_INJECT != 0;

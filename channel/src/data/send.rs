@@ -6,7 +6,8 @@ use super::*;
 impl State {
     pub fn send(&mut self, a: SendArgs) -> Result<()> {
         let name = self.av()?.lookup(a.dest)?;
-        self.peers.know(name.udp_addr(), name.nonce);
+        let slot = self.peers.slot(name.udp_addr());
+        self.peers.know(slot, name.nonce);
         let len = a.mem.len();
         self.log_traffic(name.udp_addr(), Some(name), len, len > self.cfg.eager);
         let inject = a.flags & FI_INJECT != 0;
@@ -380,7 +381,8 @@ impl State {
     /// they came in).
     pub(super) fn heard_by(&mut self, now: Instant) {
         for src in self.live.fresh.drain(..) {
-            self.peers.hear(src, now);
+            let slot = self.peers.slot(src);
+            self.peers.hear(slot, now);
         }
     }
 
@@ -413,7 +415,8 @@ impl State {
             .iter()
             .filter(|(_, r)| {
                 // A time heard before the receive began is older than its `last`.
-                let last = peers.heard(r.from).map_or(r.last, |h| h.max(r.last));
+                let heard = peers.find(r.from).and_then(|s| peers.heard(s));
+                let last = heard.map_or(r.last, |h| h.max(r.last));
                 now.saturating_duration_since(last) > limit
             })
             .map(|(&id, _)| id)

@@ -3,11 +3,10 @@
 //! carried gets one alone; a connection waiting too long, or draining after a demotion, asks
 //! for one; a drained connection closes.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{RcPaths, PROBE_AFTER};
-use crate::peer::PeerTable;
+use super::{ConnId, RcPaths, PROBE_AFTER};
+use crate::peer::{PeerTable, SlotId};
 
 impl<R> RcPaths<R> {
     /// After a progress pass: settles what each peer acknowledged (its roles to `done`),
@@ -19,28 +18,28 @@ impl<R> RcPaths<R> {
         &mut self,
         now: Instant,
         peers: &mut PeerTable,
-        owed_before: Vec<SocketAddr>,
+        owed_before: Vec<SlotId>,
         done: &mut Vec<R>,
     ) {
-        self.settle(|a| peers.acked(a), done);
-        for addr in owed_before {
-            if peers.owes(addr) {
-                self.post_ack(peers, addr, false);
+        self.settle(peers, done);
+        for slot in owed_before {
+            if peers.owes(slot) {
+                self.post_ack(peers, slot, false);
             }
         }
-        for addr in self.overdue(now) {
-            self.post_ack(peers, addr, true);
+        for slot in self.overdue(now) {
+            self.post_ack(peers, slot, true);
         }
-        for addr in self.unasked_drains() {
-            self.post_ack(peers, addr, true);
+        for slot in self.unasked_drains() {
+            self.post_ack(peers, slot, true);
         }
         self.close_drained(now, peers);
     }
 
     /// Acknowledgements owed to RC peers that no message of ours carried: sent alone.
     pub fn send_owed_acks(&mut self, peers: &mut PeerTable) {
-        for addr in peers.take_owing() {
-            self.post_ack(peers, addr, false);
+        for slot in peers.take_owing() {
+            self.post_ack(peers, slot, false);
         }
     }
 
@@ -48,54 +47,56 @@ impl<R> RcPaths<R> {
     /// asked for one of all we sent, so neither end is left holding messages to send again
     /// once the connection closes.
     pub fn closing(&mut self, peers: &mut PeerTable) {
-        for addr in self.peers() {
-            let ask = self.conns.get(&addr).is_some_and(|c| !c.is_settled());
-            self.post_ack(peers, addr, ask);
+        let ask: Vec<(SlotId, bool)> = self
+            .conns
+            .iter()
+            .map(|(_, c)| (c.slot, !c.is_settled()))
+            .collect();
+        for (slot, ask) in ask {
+            self.post_ack(peers, slot, ask);
         }
     }
 
-    /// An acknowledgement alone to `addr` over its connection, if it has one (`ask`: asking
-    /// for one back).
-    fn post_ack(&mut self, peers: &mut PeerTable, addr: SocketAddr, ask: bool) {
-        if let Some(c) = self.conns.get_mut(&addr) {
-            c.post_ack(peers.ack_only(addr, ask));
+    /// An acknowledgement alone to slot `slot`'s peer over its connection, if it has one
+    /// (`ask`: asking for one back).
+    fn post_ack(&mut self, peers: &mut PeerTable, slot: SlotId, ask: bool) {
+        if let Some(id) = Self::conn_of(peers, slot) {
+            let header = peers.ack_only(slot, ask);
+            self.conns[id.0 as usize].post_ack(header);
         }
     }
 
-    /// Peers whose draining connections have nothing left unacknowledged: closed now.
+    /// Draining connections with nothing left unacknowledged: closed now.
     fn close_drained(&mut self, now: Instant, peers: &mut PeerTable) {
-        let done: Vec<SocketAddr> = self
+        let done: Vec<ConnId> = self
             .conns
             .iter()
             .filter(|(_, c)| c.draining && c.is_settled())
-            .map(|(&a, _)| a)
+            .map(|(id, _)| ConnId(id as u32))
             .collect();
-        for addr in done {
-            self.remove(addr);
+        for id in done {
+            let c = self.remove(peers, id);
             self.stats.demoted += 1;
-            let id = peers.slot(addr).0;
-            self.policy.closed(now, id);
+            self.policy.closed(now, c.slot.0);
         }
     }
 
-    /// Takes acknowledged messages off every connection (`acked` gives what each peer
-    /// acknowledged); their roles go to `done`.
-    fn settle(&mut self, acked: impl Fn(SocketAddr) -> Option<u32>, done: &mut Vec<R>) {
-        for (&addr, c) in self.conns.iter_mut() {
-            if let Some(a) = acked(addr) {
-                c.settle(a, done);
-            }
+    /// Takes acknowledged messages off every connection (what each peer acknowledged is in
+    /// `peers`); their roles go to `done`.
+    fn settle(&mut self, peers: &PeerTable, done: &mut Vec<R>) {
+        for (_, c) in self.conns.iter_mut() {
+            c.settle(peers.acked(c.slot), done);
         }
     }
 
     /// Draining connections whose peers were not yet asked to acknowledge what they carried;
     /// each is listed once.
-    fn unasked_drains(&mut self) -> Vec<SocketAddr> {
+    fn unasked_drains(&mut self) -> Vec<SlotId> {
         let mut v = Vec::new();
-        for (&a, c) in self.conns.iter_mut() {
+        for (_, c) in self.conns.iter_mut() {
             if c.draining && !c.asked && !c.is_settled() {
                 c.asked = true;
-                v.push(a);
+                v.push(c.slot);
             }
         }
         v
@@ -103,12 +104,12 @@ impl<R> RcPaths<R> {
 
     /// Peers whose connections have waited `PROBE_AFTER` for an acknowledgement: they are
     /// to be asked again (`Conn::probe_due`).
-    fn overdue(&mut self, now: Instant) -> Vec<SocketAddr> {
+    fn overdue(&mut self, now: Instant) -> Vec<SlotId> {
         let mut v = Vec::new();
-        for (&a, c) in self.conns.iter_mut() {
+        for (_, c) in self.conns.iter_mut() {
             if c.probe_due(now, PROBE_AFTER) {
                 self.stats.probes += 1;
-                v.push(a);
+                v.push(c.slot);
             }
         }
         v

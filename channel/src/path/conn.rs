@@ -13,8 +13,9 @@ use iwarp::verbs::{
     WorkCompletion,
 };
 
+use super::set::Rail;
 use crate::addr::EpName;
-use crate::peer::{covers, PeerHeader, HEADER};
+use crate::peer::{covers, PeerHeader, SlotId, HEADER};
 
 /// Longest prefix behind the per-peer header (a chunk's header).
 pub const PREFIX_MAX: usize = 32;
@@ -48,6 +49,9 @@ impl<R> Unacked<R> {
 pub struct Conn<R> {
     pub qp: RcQp,
     pub name: EpName,
+    /// The peer's slot, and the rail the connection runs on.
+    pub slot: SlotId,
+    pub rail: Rail,
     /// Demoted: takes no new messages, and closes once they are acknowledged.
     pub draining: bool,
     /// Draining, and the peer was asked to acknowledge.
@@ -93,10 +97,12 @@ impl RdReceiver for AsPeer<'_> {
 }
 
 impl<R> Conn<R> {
-    pub fn new(qp: RcQp, name: EpName) -> Conn<R> {
+    pub fn new(qp: RcQp, name: EpName, slot: SlotId, rail: Rail) -> Conn<R> {
         Conn {
             qp,
             name,
+            slot,
+            rail,
             draining: false,
             asked: false,
             probed: None,

@@ -15,6 +15,7 @@
 mod acks;
 pub mod conn;
 mod hello;
+pub mod set;
 mod setup;
 #[cfg(test)]
 mod setup_tests;
@@ -37,7 +38,8 @@ use crate::peer::{PeerTable, SlotId};
 use crate::waiter::{Interest, Waiter, CONNECTIONS};
 pub use conn::{Conn, Unacked};
 use hello::Reason;
-use setup::{Pending, Setups, Stage};
+pub use set::{ConnId, PathSet, Rail, Route};
+use setup::{Known, Pending, Setups, Stage};
 
 /// What the paths did, for the report.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
@@ -110,9 +112,10 @@ pub struct RcPaths<R> {
     me: EpName,
     listener: Option<TcpListener>,
     setups: Setups,
-    conns: Map<SocketAddr, Conn<R>>,
+    /// Every connection, found from its peer's slot (`PathSet`) by its id.
+    conns: slab::Slab<Conn<R>>,
     /// Peers whose connection to us won over ours: the slot waits for it until then.
-    awaiting: Map<SocketAddr, Instant>,
+    awaiting: Map<SlotId, Instant>,
     wcs: Vec<WorkCompletion>,
     /// The progress thread's epoll set, and whether it watches the connections now.
     waiter: Option<Arc<Waiter>>,
@@ -148,7 +151,7 @@ impl<R> RcPaths<R> {
             me,
             listener,
             setups: Setups::new(qp, me.udp_addr()),
-            conns: Map::default(),
+            conns: slab::Slab::new(),
             awaiting: Map::default(),
             wcs: Vec::new(),
             waiter: None,
@@ -206,25 +209,33 @@ impl<R> RcPaths<R> {
 
     fn sockets_to_watch(&self) -> Vec<BorrowedFd<'_>> {
         let mut v: Vec<BorrowedFd<'_>> = self.listener.iter().map(|l| l.as_fd()).collect();
-        v.extend(self.conns.values().filter_map(|c| c.qp.socket()));
+        v.extend(self.conns.iter().filter_map(|(_, c)| c.qp.socket()));
         v
     }
 
-    /// Adds a connection, to the epoll set too.
-    fn insert(&mut self, addr: SocketAddr, c: Conn<R>) {
+    /// Adds a connection, to its peer's paths and to the epoll set.
+    fn insert(&mut self, peers: &mut PeerTable, c: Conn<R>) {
         if let (Some(w), Some(fd)) = (&self.waiter, c.qp.socket()) {
             let _ = w.watch(fd, CONNECTIONS, Interest::readable_if(self.watching));
         }
-        self.conns.insert(addr, c);
+        let (slot, rail) = (c.slot, c.rail);
+        let id = ConnId(u32::try_from(self.conns.insert(c)).expect("fewer than 2^32 connections"));
+        peers.paths_mut(slot).set_conn(rail, Some(id));
     }
 
-    /// Removes a connection, from the epoll set first.
-    fn remove(&mut self, addr: SocketAddr) -> Option<Conn<R>> {
-        let c = self.conns.remove(&addr)?;
+    /// Removes a connection, from the epoll set first, and from its peer's paths.
+    fn remove(&mut self, peers: &mut PeerTable, id: ConnId) -> Conn<R> {
+        let c = self.conns.remove(id.0 as usize);
         if let (Some(w), Some(fd)) = (&self.waiter, c.qp.socket()) {
             let _ = w.forget(fd);
         }
-        Some(c)
+        peers.paths_mut(c.slot).set_conn(c.rail, None);
+        c
+    }
+
+    /// Slot `slot`'s connection on the first rail.
+    fn conn_of(peers: &PeerTable, slot: SlotId) -> Option<ConnId> {
+        peers.paths(slot).conn(Rail(0))
     }
 
     /// Whether peers may get connections at all.
@@ -256,28 +267,25 @@ impl<R> RcPaths<R> {
         }
     }
 
-    /// One message to or from `addr`.
-    pub fn traffic(
-        &mut self,
-        now: Instant,
-        peers: &mut PeerTable,
-        addr: SocketAddr,
-        bytes: usize,
-        rendezvous: bool,
-    ) {
+    /// One message to or from slot `slot`'s peer.
+    pub fn traffic(&mut self, now: Instant, slot: SlotId, bytes: usize, rendezvous: bool) {
         if self.enabled() {
-            let id = peers.slot(addr).0;
-            self.policy.traffic(now, id, bytes, rendezvous);
+            self.policy.traffic(now, slot.0, bytes, rendezvous);
         }
     }
 
-    /// The open connection to `addr`, if it has one with room.
-    pub fn route(&mut self, addr: SocketAddr) -> Option<&mut Conn<R>> {
-        // Every message asks: without connections, no hashing.
+    /// The path of the next message to slot `slot`'s peer: the connection, if it has one
+    /// open with room, `None` for RD.
+    pub fn route(&mut self, peers: &PeerTable, slot: SlotId) -> Option<&mut Conn<R>> {
+        // Every message asks: without connections, no look at the slot's paths.
         if self.conns.is_empty() {
             return None;
         }
-        self.conns.get_mut(&addr).filter(|c| c.open())
+        let conns = &self.conns;
+        match peers.paths(slot).route(|c| conns[c.0 as usize].open())? {
+            Route::Rc(c) => Some(&mut self.conns[c.0 as usize]),
+            Route::Rd(_) => None,
+        }
     }
 
     /// Accepts, drives set-ups, acts on the policy's decisions and polls the connections,
@@ -290,51 +298,51 @@ impl<R> RcPaths<R> {
         self.watch_setups();
         let mut wcs = std::mem::take(&mut self.wcs);
         let mut broken = Vec::new();
-        for (&addr, c) in self.conns.iter_mut() {
+        for (id, c) in self.conns.iter_mut() {
             if !c.poll(rx, &mut wcs) {
-                broken.push(addr);
+                broken.push(ConnId(id as u32));
             }
         }
         self.wcs = wcs;
         let peers = rx.peers();
-        for addr in broken {
+        for id in broken {
+            let addr = self.conns[id.0 as usize].name.udp_addr();
             diag!(Info, EpData, "RC connection to {addr} closed or broke");
             self.stats.lost += 1;
-            self.drop_conn(now, peers, addr, resend);
+            self.drop_conn(now, peers, id, resend);
         }
         if let Some(since) = now.checked_sub(self.peer_timeout) {
-            let silent: Vec<SocketAddr> = self
+            let silent: Vec<ConnId> = self
                 .conns
                 .iter()
                 .filter(|(_, c)| c.silent_since(since))
-                .map(|(&a, _)| a)
+                .map(|(id, _)| ConnId(id as u32))
                 .collect();
-            for addr in silent {
+            for id in silent {
                 diag!(
                     Warn,
                     EpData,
-                    "{addr} acknowledged nothing over its RC connection for {:?}: taken for gone",
+                    "{} acknowledged nothing over its RC connection for {:?}: taken for gone",
+                    self.conns[id.0 as usize].name.udp_addr(),
                     self.peer_timeout
                 );
                 self.stats.timed_out += 1;
-                if let Some((_, unacked)) = self.close(now, peers, addr) {
-                    gone.failed.extend(unacked.into_iter().map(|u| u.role));
-                }
+                let (_, unacked) = self.close(now, peers, id);
+                gone.failed.extend(unacked.into_iter().map(|u| u.role));
             }
         }
         // A peer whose connection was to win over ours and never came.
-        let conns = &self.conns;
-        self.awaiting.retain(|addr, _| !conns.contains_key(addr));
-        let expired: Vec<SocketAddr> = self
+        self.awaiting
+            .retain(|&slot, _| !peers.paths(slot).connected());
+        let expired: Vec<SlotId> = self
             .awaiting
             .iter()
             .filter(|(_, &t)| now >= t)
-            .map(|(&a, _)| a)
+            .map(|(&s, _)| s)
             .collect();
-        for addr in expired {
-            self.awaiting.remove(&addr);
-            let id = peers.slot(addr).0;
-            self.policy.connect_failed(now, id, Refusal::Failed);
+        for slot in expired {
+            self.awaiting.remove(&slot);
+            self.policy.connect_failed(now, slot.0, Refusal::Failed);
         }
     }
 
@@ -379,7 +387,7 @@ impl<R> RcPaths<R> {
                 }
                 Err(e) => {
                     let p = self.take_setup(i);
-                    self.setup_failed(now, peers, p, e);
+                    self.setup_failed(now, p, e);
                 }
             }
         }
@@ -392,13 +400,15 @@ impl<R> RcPaths<R> {
         peers: &mut PeerTable,
         pd: &[u8],
         resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
-    ) -> Result<EpName, Reason> {
+    ) -> Result<Known, Reason> {
         let peer = EpName::decode(pd).map_err(|_| Reason::Foreign)?;
         if !self.enabled() {
             return Err(Reason::Mode);
         }
-        let addr = peer.udp_addr();
-        if let Some(c) = self.conns.get(&addr) {
+        // The request says who it is from: the one lookup by address for a connection.
+        let slot = peers.slot(peer.udp_addr());
+        if let Some(id) = Self::conn_of(peers, slot) {
+            let c = &self.conns[id.0 as usize];
             if c.name == peer && !c.draining && !c.closed_by_peer() {
                 // The same incarnation asks while our connection with it is up: its request
                 // crossed ours, which it accepted, giving its own up (it ignores this answer).
@@ -407,18 +417,17 @@ impl<R> RcPaths<R> {
             }
             // The peer restarted, or closed its end and we have not seen it yet.
             self.stats.lost += 1;
-            self.drop_conn(now, peers, addr, resend);
+            self.drop_conn(now, peers, id, resend);
         }
-        if self.setups.connecting_to(addr) {
+        if self.setups.connecting_to(slot) {
             if hello::initiator_wins(&self.me, &peer) {
                 return Err(Reason::Lost);
             }
-            self.setups.abandon(addr);
+            self.setups.abandon(slot);
         }
-        self.awaiting.remove(&addr);
-        let id = peers.slot(addr).0;
-        match self.policy.request(now, id) {
-            Answer::Accept => Ok(peer),
+        self.awaiting.remove(&slot);
+        match self.policy.request(now, slot.0) {
+            Answer::Accept => Ok(Known { slot, name: peer }),
             Answer::Refuse(Refusal::Mode) => Err(Reason::Mode),
             Answer::Refuse(_) => Err(Reason::Cap),
         }
@@ -432,12 +441,18 @@ impl<R> RcPaths<R> {
         est: iwarp::verbs::Established,
         resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
     ) {
-        let Some(expected) = p.peer() else { return };
+        let Some(Known {
+            slot,
+            name: expected,
+        }) = p.peer()
+        else {
+            return;
+        };
         let addr = expected.udp_addr();
         let cfg = self
             .setups
             .config_for(SocketAddr::new(expected.ip, expected.tcp_port));
-        let id = peers.slot(addr).0;
+        let id = slot.0;
         let initiator = p.initiator();
         if initiator {
             // The responder must be the endpoint we meant, not a new one on its port.
@@ -464,9 +479,9 @@ impl<R> RcPaths<R> {
                 return self.policy.connect_failed(now, id, Refusal::Failed);
             }
         };
-        if self.conns.contains_key(&addr) {
+        if let Some(old) = Self::conn_of(peers, slot) {
             diag!(Debug, EpCtrl, "RC connection to {addr} replaced");
-            self.drop_conn(now, peers, addr, resend);
+            self.drop_conn(now, peers, old, resend);
         }
         if !self.policy.connected(now, id) {
             diag!(Debug, EpCtrl, "RC connection to {addr} up but not kept");
@@ -480,16 +495,16 @@ impl<R> RcPaths<R> {
             qp.local_addr()
         );
         self.stats.connected += 1;
-        self.insert(addr, Conn::new(qp, expected));
+        self.insert(peers, Conn::new(qp, expected, slot, Rail(0)));
         self.stats.open_peak = self.stats.open_peak.max(self.conns.len() as u64);
     }
 
-    fn setup_failed(&mut self, now: Instant, peers: &mut PeerTable, p: Pending, e: VerbsError) {
-        let Some(peer) = p.peer() else {
+    fn setup_failed(&mut self, now: Instant, p: Pending, e: VerbsError) {
+        let Some(Known { slot, name }) = p.peer() else {
             return; // a request we refused, or one that never said who it was from
         };
-        let addr = peer.udp_addr();
-        let id = peers.slot(addr).0;
+        let addr = name.udp_addr();
+        let id = slot.0;
         let reason = match &e {
             VerbsError::Rejected { private_data } if p.initiator() => Reason::decode(private_data),
             _ => None,
@@ -503,7 +518,7 @@ impl<R> RcPaths<R> {
         match reason {
             Some(Reason::Lost) => {
                 // Its connection to us wins: the slot waits for it.
-                self.awaiting.insert(addr, now + self.setups.timeout());
+                self.awaiting.insert(slot, now + self.setups.timeout());
             }
             Some(r) => {
                 self.stats.refused_by_peer += 1;
@@ -546,15 +561,17 @@ impl<R> RcPaths<R> {
         while let Some(d) = self.policy.poll() {
             match d {
                 Decision::Promote(id) => {
-                    let addr = peers.addr(SlotId(id));
-                    if self.conns.contains_key(&addr) || self.setups.involves(addr) {
+                    let slot = SlotId(id);
+                    let addr = peers.addr(slot);
+                    if peers.paths(slot).connected() || self.setups.involves(slot) {
                         // The peer's own connection got there first (and took the slot).
                         continue;
                     }
                     match peers.name(SlotId(id)) {
                         Some(name) => {
                             self.stats.initiated += 1;
-                            if let Err(e) = self.setups.initiator(&self.me, &name, now) {
+                            let to = Known { slot, name };
+                            if let Err(e) = self.setups.initiator(&self.me, to, now) {
                                 diag!(Info, EpCtrl, "cannot connect to {addr}: {e}");
                                 self.stats.failed += 1;
                                 self.policy.connect_failed(now, id, Refusal::Failed);
@@ -568,8 +585,8 @@ impl<R> RcPaths<R> {
                 Decision::Demote(id, why) => {
                     let addr = peers.addr(SlotId(id));
                     diag!(Debug, EpCtrl, "demoting {addr}: {why:?}");
-                    match self.conns.get_mut(&addr) {
-                        Some(c) => c.draining = true,
+                    match Self::conn_of(peers, SlotId(id)) {
+                        Some(c) => self.conns[c.0 as usize].draining = true,
                         None => self.policy.closed(now, id),
                     }
                 }
@@ -577,49 +594,42 @@ impl<R> RcPaths<R> {
         }
     }
 
-    /// Removes `addr`'s connection, its unacknowledged messages to be sent again.
+    /// Removes connection `id`, its unacknowledged messages to be sent again.
     fn drop_conn(
         &mut self,
         now: Instant,
         peers: &mut PeerTable,
-        addr: SocketAddr,
+        id: ConnId,
         resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
     ) {
-        if let Some((to, unacked)) = self.close(now, peers, addr) {
-            self.stats.resent += unacked.len() as u64;
-            if !unacked.is_empty() {
-                resend.push((to, unacked));
-            }
+        let (to, unacked) = self.close(now, peers, id);
+        self.stats.resent += unacked.len() as u64;
+        if !unacked.is_empty() {
+            resend.push((to, unacked));
         }
     }
 
-    /// Removes `addr`'s connection and tells the policy; returns what it had not had
+    /// Removes connection `id` and tells the policy; returns what it had not had
     /// acknowledged, in order.
     fn close(
         &mut self,
         now: Instant,
         peers: &mut PeerTable,
-        addr: SocketAddr,
-    ) -> Option<(AddressHandle, VecDeque<Unacked<R>>)> {
-        let mut c = self.remove(addr)?;
-        let id = peers.slot(addr).0;
-        self.policy.closed(now, id);
-        Some(c.take_unacked())
+        id: ConnId,
+    ) -> (AddressHandle, VecDeque<Unacked<R>>) {
+        let mut c = self.remove(peers, id);
+        self.policy.closed(now, c.slot.0);
+        c.take_unacked()
     }
 
     /// Whether every message sent over RC was acknowledged.
     pub fn settled(&self) -> bool {
-        self.conns.values().all(Conn::is_settled)
+        self.conns.iter().all(|(_, c)| c.is_settled())
     }
 
     /// The peers with a connection.
-    pub fn peers(&self) -> Vec<SocketAddr> {
-        self.conns.keys().copied().collect()
-    }
-
-    /// `addr`'s connection, whatever its state (for acknowledgements).
-    pub fn conn(&mut self, addr: SocketAddr) -> Option<&mut Conn<R>> {
-        self.conns.get_mut(&addr)
+    pub fn peers(&self) -> Vec<SlotId> {
+        self.conns.iter().map(|(_, c)| c.slot).collect()
     }
 
     /// When progress must run next: a set-up's deadline, the policy's next check.
@@ -629,8 +639,8 @@ impl<R> RcPaths<R> {
         let awaiting = self.awaiting.values().min().copied();
         let probe = self
             .conns
-            .values()
-            .filter_map(Conn::oldest)
+            .iter()
+            .filter_map(|(_, c)| c.oldest())
             .min()
             .map(|t| t + PROBE_AFTER);
         [setups, policy, awaiting, probe]
@@ -641,8 +651,11 @@ impl<R> RcPaths<R> {
 
     /// Heap bytes of the connections and set-ups.
     pub fn memory(&self) -> usize {
-        self.conns.values().map(Conn::memory).sum::<usize>()
-            + crate::hash::map_bytes(&self.conns)
+        // A slab's entry is the connection or the next free place.
+        let entry = std::mem::size_of::<Conn<R>>() + std::mem::size_of::<usize>();
+        self.conns.iter().map(|(_, c)| c.memory()).sum::<usize>()
+            + self.conns.capacity() * entry
+            + crate::hash::map_bytes(&self.awaiting)
             + self.setups.memory()
     }
 
@@ -662,7 +675,7 @@ impl<R> RcPaths<R> {
     /// broken.
     #[cfg(test)]
     pub fn break_all(&mut self) {
-        for c in self.conns.values_mut() {
+        for (_, c) in self.conns.iter_mut() {
             c.qp.set_error();
         }
     }

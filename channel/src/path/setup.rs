@@ -8,18 +8,26 @@ use std::time::{Duration, Instant};
 use iwarp::verbs::{same_host, QpConfig, RcSetup, VerbsError};
 
 use crate::addr::EpName;
+use crate::peer::SlotId;
+
+/// A peer a set-up is with: its slot, and the name it goes by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Known {
+    pub slot: SlotId,
+    pub name: EpName,
+}
 
 /// How far a set-up has come, and whose it is (as `xnet_state` in libfabric's tcp provider).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
     /// Ours: connecting to the peer.
-    Connecting(EpName),
+    Connecting(Known),
     /// Ours, given up for the peer's own connection: its outcome does not matter.
     Abandoned,
     /// Theirs: accepted, its request (which says who it is) not yet answered.
     Asked,
     /// Theirs: answered; the peer if we took its request, `None` if we refused it.
-    Answered(Option<EpName>),
+    Answered(Option<Known>),
 }
 
 pub struct Pending {
@@ -29,7 +37,7 @@ pub struct Pending {
 
 impl Pending {
     /// Ours: the peer we connect to. Theirs: the peer, once its request was taken.
-    pub fn peer(&self) -> Option<EpName> {
+    pub fn peer(&self) -> Option<Known> {
         match self.stage {
             Stage::Connecting(n) | Stage::Answered(Some(n)) => Some(n),
             Stage::Abandoned | Stage::Asked | Stage::Answered(None) => None,
@@ -72,17 +80,12 @@ impl Setups {
     }
 
     /// Starts connecting to `peer`, introducing ourselves as `me`.
-    pub fn initiator(
-        &mut self,
-        me: &EpName,
-        peer: &EpName,
-        now: Instant,
-    ) -> Result<(), VerbsError> {
-        let to = SocketAddr::new(peer.ip, peer.tcp_port);
+    pub fn initiator(&mut self, me: &EpName, peer: Known, now: Instant) -> Result<(), VerbsError> {
+        let to = SocketAddr::new(peer.name.ip, peer.name.tcp_port);
         let rc = RcSetup::connect(to, &self.config_for(to), &me.encode(), now)?;
         self.list.push(Pending {
             rc,
-            stage: Stage::Connecting(*peer),
+            stage: Stage::Connecting(peer),
         });
         Ok(())
     }
@@ -101,24 +104,25 @@ impl Setups {
         }
     }
 
-    /// Whether a connection of ours to `addr` (a peer's datagram address) is being set up.
-    pub fn connecting_to(&self, addr: SocketAddr) -> bool {
+    /// Whether a connection of ours to slot `slot`'s peer is being set up.
+    pub fn connecting_to(&self, slot: SlotId) -> bool {
         self.list
             .iter()
-            .any(|p| matches!(p.stage, Stage::Connecting(n) if n.udp_addr() == addr))
+            .any(|p| matches!(p.stage, Stage::Connecting(k) if k.slot == slot))
     }
 
-    /// Whether a connection with `addr` is being set up, ours or one of its we accepted.
-    pub fn involves(&self, addr: SocketAddr) -> bool {
+    /// Whether a connection with slot `slot`'s peer is being set up, ours or one of its we
+    /// accepted.
+    pub fn involves(&self, slot: SlotId) -> bool {
         self.list
             .iter()
-            .any(|p| p.peer().is_some_and(|n| n.udp_addr() == addr))
+            .any(|p| p.peer().is_some_and(|k| k.slot == slot))
     }
 
-    /// Gives up our connection to `addr`: the peer's wins.
-    pub fn abandon(&mut self, addr: SocketAddr) {
+    /// Gives up our connection to slot `slot`'s peer: the peer's wins.
+    pub fn abandon(&mut self, slot: SlotId) {
         for p in &mut self.list {
-            if matches!(p.stage, Stage::Connecting(n) if n.udp_addr() == addr) {
+            if matches!(p.stage, Stage::Connecting(k) if k.slot == slot) {
                 p.stage = Stage::Abandoned;
             }
         }

@@ -48,8 +48,8 @@ impl Side {
     }
 
     fn traffic(&mut self, now: Instant, addr: SocketAddr, bytes: usize, rendezvous: bool) {
-        self.paths
-            .traffic(now, &mut self.rx.0, addr, bytes, rendezvous);
+        let slot = self.rx.0.slot(addr);
+        self.paths.traffic(now, slot, bytes, rendezvous);
     }
 
     fn answer(
@@ -61,7 +61,9 @@ impl Side {
             std::collections::VecDeque<super::Unacked<()>>,
         )>,
     ) -> Result<EpName, super::Reason> {
-        self.paths.answer(now, &mut self.rx.0, pd, resend)
+        self.paths
+            .answer(now, &mut self.rx.0, pd, resend)
+            .map(|k| k.name)
     }
 }
 

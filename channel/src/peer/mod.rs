@@ -24,6 +24,7 @@ use std::time::Instant;
 use crate::addr::EpName;
 use crate::hash::Map;
 use crate::matching::PeerId;
+use crate::path::set::PathSet;
 pub use header::{PeerHeader, LEN as HEADER};
 use order::{Reorder, Turn, FIRST};
 
@@ -72,6 +73,7 @@ struct Slot {
     /// When it was last heard from while a rendezvous receive waited.
     heard: Option<Instant>,
     seq: Peer,
+    paths: PathSet,
 }
 
 /// A peer's sequences and epoch.
@@ -144,6 +146,7 @@ impl PeerTable {
             stand_in: None,
             heard: None,
             seq: Peer::new(),
+            paths: PathSet::new(),
         });
         self.by_addr.insert(addr, id);
         id
@@ -154,49 +157,64 @@ impl PeerTable {
         self.by_addr.get(&addr).copied()
     }
 
+    fn at(&self, id: SlotId) -> &Slot {
+        &self.slots[id.0 as usize]
+    }
+
+    fn at_mut(&mut self, id: SlotId) -> &mut Slot {
+        &mut self.slots[id.0 as usize]
+    }
+
     /// The datagram address of slot `id`.
     pub fn addr(&self, id: SlotId) -> SocketAddr {
-        self.slots[id.0 as usize].addr
+        self.at(id).addr
     }
 
     /// The full name of slot `id`'s peer, if the address vector gave it.
     pub fn name(&self, id: SlotId) -> Option<EpName> {
-        self.slots[id.0 as usize].name
+        self.at(id).name
     }
 
     /// A peer's full name, from the address vector: what connecting to it needs.
-    pub fn learn(&mut self, name: &EpName) {
+    pub fn learn(&mut self, name: &EpName) -> SlotId {
         let id = self.slot(name.udp_addr());
-        self.slots[id.0 as usize].name = Some(*name);
+        self.at_mut(id).name = Some(*name);
+        id
     }
 
-    /// The stand-in id of the peer at `addr`, if it has one.
-    pub fn stand_in(&self, addr: SocketAddr) -> Option<PeerId> {
-        self.slots[self.find(addr)?.0 as usize].stand_in
+    /// The paths to slot `id`'s peer.
+    pub fn paths(&self, id: SlotId) -> &PathSet {
+        &self.at(id).paths
     }
 
-    /// Gives the peer at `addr` stand-in id `id`, or takes its stand-in away (`None`).
-    pub fn set_stand_in(&mut self, addr: SocketAddr, id: Option<PeerId>) {
-        let i = self.index(addr);
-        let slot = &mut self.slots[i];
-        match (slot.stand_in.is_some(), id.is_some()) {
+    pub fn paths_mut(&mut self, id: SlotId) -> &mut PathSet {
+        &mut self.at_mut(id).paths
+    }
+
+    /// Slot `id`'s stand-in id, if it has one.
+    pub fn stand_in(&self, id: SlotId) -> Option<PeerId> {
+        self.at(id).stand_in
+    }
+
+    /// Gives slot `id` stand-in id `s`, or takes its stand-in away (`None`).
+    pub fn set_stand_in(&mut self, id: SlotId, s: Option<PeerId>) {
+        let slot = &mut self.slots[id.0 as usize];
+        match (slot.stand_in.is_some(), s.is_some()) {
             (false, true) => self.stand_ins += 1,
             (true, false) => self.stand_ins -= 1,
             _ => {}
         }
-        slot.stand_in = id;
+        slot.stand_in = s;
     }
 
-    /// The peer at `addr` was heard from by `at`.
-    pub fn hear(&mut self, addr: SocketAddr, at: Instant) {
-        if let Some(id) = self.find(addr) {
-            self.slots[id.0 as usize].heard = Some(at);
-        }
+    /// Slot `id`'s peer was heard from by `at`.
+    pub fn hear(&mut self, id: SlotId, at: Instant) {
+        self.at_mut(id).heard = Some(at);
     }
 
-    /// When the peer at `addr` was last heard from (while a rendezvous receive waited).
-    pub fn heard(&self, addr: SocketAddr) -> Option<Instant> {
-        self.slots[self.find(addr)?.0 as usize].heard
+    /// When slot `id`'s peer was last heard from (while a rendezvous receive waited).
+    pub fn heard(&self, id: SlotId) -> Option<Instant> {
+        self.at(id).heard
     }
 
     /// Whether any peer has a stand-in id.
@@ -205,34 +223,17 @@ impl PeerTable {
     }
 
     /// Every peer with a stand-in id, and that id.
-    pub fn stand_ins(&self) -> Vec<(SocketAddr, PeerId)> {
+    pub fn stand_ins(&self) -> Vec<(SlotId, PeerId)> {
         if self.stand_ins == 0 {
             return Vec::new();
         }
-        let with = |s: &Slot| Some((s.addr, s.stand_in?));
-        self.slots.iter().filter_map(with).collect()
+        let with = |(i, s): (usize, &Slot)| Some((SlotId(i as u32), s.stand_in?));
+        self.slots.iter().enumerate().filter_map(with).collect()
     }
 
-    fn get(&self, addr: SocketAddr) -> Option<&Peer> {
-        let id = self.by_addr.get(&addr)?;
-        Some(&self.slots[id.0 as usize].seq)
-    }
-
-    fn get_mut(&mut self, addr: SocketAddr) -> Option<&mut Peer> {
-        let id = self.by_addr.get(&addr)?;
-        Some(&mut self.slots[id.0 as usize].seq)
-    }
-
-    /// The index of `addr`'s slot, a new one at first contact (an index, not a borrow, so
-    /// that the stats can be counted beside it).
-    fn index(&mut self, addr: SocketAddr) -> usize {
-        self.slot(addr).0 as usize
-    }
-
-    /// The peer at `addr` has epoch `epoch` (its nonce).
-    fn meet(&mut self, addr: SocketAddr, epoch: u32) -> &mut Peer {
-        let i = self.index(addr);
-        let peer = &mut self.slots[i].seq;
+    /// Slot `id`'s peer has epoch `epoch` (its nonce).
+    fn meet(&mut self, id: SlotId, epoch: u32) -> &mut Peer {
+        let peer = &mut self.slots[id.0 as usize].seq;
         if peer.epoch != Some(epoch) {
             if peer.epoch.is_some() {
                 self.stats.restarts += 1;
@@ -243,18 +244,18 @@ impl PeerTable {
         peer
     }
 
-    /// We are about to send to the address vector's entry `addr` with nonce `nonce`.
-    pub fn know(&mut self, addr: SocketAddr, nonce: u64) {
-        self.meet(addr, header::epoch(nonce));
+    /// We are about to send to slot `id`'s peer, whose nonce the address vector says is
+    /// `nonce`.
+    pub fn know(&mut self, id: SlotId, nonce: u64) {
+        self.meet(id, header::epoch(nonce));
     }
 
-    /// The header of the next message to `addr`, numbering it; `ack_now` asks the peer to
+    /// The header of the next message to slot `id`, numbering it; `ack_now` asks the peer to
     /// acknowledge it promptly. A peer never sent to nor heard from gets epoch 0, which it
     /// drops as stale.
-    pub fn stamp(&mut self, addr: SocketAddr, ack_now: bool) -> PeerHeader {
+    pub fn stamp(&mut self, id: SlotId, ack_now: bool) -> PeerHeader {
         let epoch = self.epoch;
-        let i = self.index(addr);
-        let peer = &mut self.slots[i].seq;
+        let peer = &mut self.at_mut(id).seq;
         let seq = peer.tx_next;
         peer.tx_next = seq.wrapping_add(1);
         peer.owed = false;
@@ -267,18 +268,16 @@ impl PeerTable {
         }
     }
 
-    /// The message last stamped for `addr` was not sent after all.
-    pub fn unstamp(&mut self, addr: SocketAddr) {
-        if let Some(peer) = self.get_mut(addr) {
-            peer.tx_next = peer.tx_next.wrapping_sub(1);
-        }
+    /// The message last stamped for slot `id` was not sent after all.
+    pub fn unstamp(&mut self, id: SlotId) {
+        let peer = &mut self.at_mut(id).seq;
+        peer.tx_next = peer.tx_next.wrapping_sub(1);
     }
 
-    /// An acknowledgement alone for `addr` (asking for one back if `ack_now`).
-    pub fn ack_only(&mut self, addr: SocketAddr, ack_now: bool) -> PeerHeader {
+    /// An acknowledgement alone for slot `id` (asking for one back if `ack_now`).
+    pub fn ack_only(&mut self, id: SlotId, ack_now: bool) -> PeerHeader {
         let epoch = self.epoch;
-        let i = self.index(addr);
-        let peer = &mut self.slots[i].seq;
+        let peer = &mut self.slots[id.0 as usize].seq;
         peer.owed = false;
         self.stats.acks_sent += 1;
         PeerHeader {
@@ -292,21 +291,19 @@ impl PeerTable {
 
     /// Peers that asked for an acknowledgement no message carried since; the list is
     /// emptied.
-    pub fn take_owing(&mut self) -> Vec<SocketAddr> {
-        let owing = std::mem::take(&mut self.owing);
+    pub fn take_owing(&mut self) -> Vec<SlotId> {
+        let mut owing = std::mem::take(&mut self.owing);
+        owing.retain(|&id| {
+            let peer = &mut self.slots[id.0 as usize].seq;
+            peer.listed = false;
+            peer.owed
+        });
         owing
-            .into_iter()
-            .filter_map(|id| {
-                let slot = &mut self.slots[id.0 as usize];
-                slot.seq.listed = false;
-                slot.seq.owed.then_some(slot.addr)
-            })
-            .collect()
     }
 
-    /// Whether `addr` still waits for an acknowledgement it asked for.
-    pub fn owes(&self, addr: SocketAddr) -> bool {
-        self.get(addr).is_some_and(|p| p.owed)
+    /// Whether slot `id`'s peer still waits for an acknowledgement it asked for.
+    pub fn owes(&self, id: SlotId) -> bool {
+        self.at(id).seq.owed
     }
 
     /// Whether any peer waits for an acknowledgement it asked for.
@@ -314,13 +311,14 @@ impl PeerTable {
         !self.owing.is_empty()
     }
 
-    /// The last of our messages `addr` acknowledged.
-    pub fn acked(&self, addr: SocketAddr) -> Option<u32> {
-        self.get(addr).map(|p| p.acked)
+    /// The last of our messages slot `id`'s peer acknowledged.
+    pub fn acked(&self, id: SlotId) -> u32 {
+        self.at(id).seq.acked
     }
 
-    /// Judges a message from `src`: its verdict, number, and the message behind the header.
-    pub fn arrive<'a>(&mut self, src: SocketAddr, bytes: &'a [u8]) -> (Verdict, u32, &'a [u8]) {
+    /// Judges a message from slot `id`'s peer: its verdict, number, and the message behind
+    /// the header.
+    pub fn arrive<'a>(&mut self, id: SlotId, bytes: &'a [u8]) -> (Verdict, u32, &'a [u8]) {
         let Some((h, body)) = PeerHeader::parse(bytes) else {
             self.stats.short += 1;
             return (Verdict::Dropped, 0, bytes);
@@ -329,7 +327,7 @@ impl PeerTable {
             self.stats.stale += 1;
             return (Verdict::Dropped, h.seq, body);
         }
-        let peer = self.meet(src, h.src_epoch);
+        let peer = self.meet(id, h.src_epoch);
         if covers(h.ack, peer.acked) && covers(peer.tx_next.wrapping_sub(1), h.ack) {
             peer.acked = h.ack;
         }
@@ -341,7 +339,6 @@ impl PeerTable {
         peer.listed |= list;
         let turn = peer.rx.turn(h.seq);
         if list {
-            let id = self.by_addr[&src];
             self.owing.push(id);
         }
         if h.flags & header::ACK_ONLY != 0 {
@@ -358,45 +355,40 @@ impl PeerTable {
         };
         (verdict, h.seq, body)
     }
+
     /// Whether a message starting with `bytes` (its header at least) would be handed over,
     /// in its turn or ahead of it, if it arrived whole now. Changes nothing: the check before
     /// a message is read in place, whose [`PeerTable::arrive`] comes once it is whole.
-    pub fn would_take(&self, src: SocketAddr, bytes: &[u8]) -> bool {
+    pub fn would_take(&self, id: SlotId, bytes: &[u8]) -> bool {
         let Some((h, _)) = PeerHeader::parse(bytes) else {
             return false;
         };
+        let p = &self.at(id).seq;
         h.dst_epoch == self.epoch
             && h.flags & header::ACK_ONLY == 0
-            && self
-                .get(src)
-                .is_some_and(|p| p.epoch == Some(h.src_epoch) && p.rx.turn(h.seq) != Turn::Past)
+            && p.epoch == Some(h.src_epoch)
+            && p.rx.turn(h.seq) != Turn::Past
     }
 
-    /// The message whose turn it was (from `src`) was handed over.
-    pub fn handed(&mut self, src: SocketAddr) {
-        if let Some(p) = self.get_mut(src) {
-            p.rx.advance();
-        }
+    /// The message whose turn it was (from slot `id`) was handed over.
+    pub fn handed(&mut self, id: SlotId) {
+        self.at_mut(id).seq.rx.advance();
     }
 
-    /// Message `seq` from `src` was handled ahead of its turn.
-    pub fn taken_ahead(&mut self, src: SocketAddr, seq: u32) {
-        if let Some(p) = self.get_mut(src) {
-            p.rx.done_ahead(seq);
-        }
+    /// Message `seq` from slot `id` was handled ahead of its turn.
+    pub fn taken_ahead(&mut self, id: SlotId, seq: u32) {
+        self.at_mut(id).seq.rx.done_ahead(seq);
     }
 
-    /// Message `seq` from `src` (`body`, behind the header) waits for its turn.
-    pub fn hold(&mut self, src: SocketAddr, seq: u32, body: &[u8]) {
-        if let Some(&id) = self.by_addr.get(&src) {
-            self.stats.held += 1;
-            self.slots[id.0 as usize].seq.rx.hold(seq, body);
-        }
+    /// Message `seq` from slot `id` (`body`, behind the header) waits for its turn.
+    pub fn hold(&mut self, id: SlotId, seq: u32, body: &[u8]) {
+        self.stats.held += 1;
+        self.at_mut(id).seq.rx.hold(seq, body);
     }
 
-    /// The next held message of `src` whose turn has come.
-    pub fn ready(&mut self, src: SocketAddr) -> Option<Box<[u8]>> {
-        self.get_mut(src)?.rx.ready()
+    /// The next held message of slot `id` whose turn has come.
+    pub fn ready(&mut self, id: SlotId) -> Option<Box<[u8]>> {
+        self.at_mut(id).seq.rx.ready()
     }
 
     /// Heap bytes: the slots, the lookup, the owed list, and what each peer holds.
@@ -423,47 +415,47 @@ mod tests {
         let (a_addr, b_addr) = (addr(1), addr(2));
         let mut a = PeerTable::new(10);
         let mut b = PeerTable::new(20);
-        a.know(b_addr, 20);
-        let m1 = a.stamp(b_addr, false).encode();
-        let m2 = a.stamp(b_addr, false).encode();
-        assert_eq!(b.arrive(a_addr, &m2).0, Verdict::Ahead);
-        b.hold(a_addr, PeerHeader::parse(&m2).unwrap().0.seq, b"two");
-        assert_eq!(b.arrive(a_addr, &m1).0, Verdict::Now);
-        b.handed(a_addr);
-        assert_eq!(b.ready(a_addr).as_deref(), Some(&b"two"[..]));
-        assert_eq!(b.ready(a_addr), None);
-        assert_eq!(b.arrive(a_addr, &m1).0, Verdict::Dropped);
+        let (ab, ba) = (a.slot(b_addr), b.slot(a_addr));
+        a.know(ab, 20);
+        let m1 = a.stamp(ab, false).encode();
+        let m2 = a.stamp(ab, false).encode();
+        assert_eq!(b.arrive(ba, &m2).0, Verdict::Ahead);
+        b.hold(ba, PeerHeader::parse(&m2).unwrap().0.seq, b"two");
+        assert_eq!(b.arrive(ba, &m1).0, Verdict::Now);
+        b.handed(ba);
+        assert_eq!(b.ready(ba).as_deref(), Some(&b"two"[..]));
+        assert_eq!(b.ready(ba), None);
+        assert_eq!(b.arrive(ba, &m1).0, Verdict::Dropped);
         assert_eq!(b.stats.duplicates, 1);
         // The acknowledgement carries what was handed over.
-        assert_eq!(b.stamp(a_addr, false).ack, 2);
+        assert_eq!(b.stamp(ba, false).ack, 2);
 
         // `a` restarts: its first message is in turn again.
         let mut a2 = PeerTable::new(11);
-        a2.know(b_addr, 20);
-        assert_eq!(
-            b.arrive(a_addr, &a2.stamp(b_addr, false).encode()).0,
-            Verdict::Now
-        );
+        let a2b = a2.slot(b_addr);
+        a2.know(a2b, 20);
+        assert_eq!(b.arrive(ba, &a2.stamp(a2b, false).encode()).0, Verdict::Now);
         assert_eq!(b.stats.restarts, 1);
 
         // A message for an incarnation of `b` that is gone.
-        a.know(b_addr, 21);
+        a.know(ab, 21);
         assert_eq!(
-            b.arrive(a_addr, &a.stamp(b_addr, false).encode()).0,
+            b.arrive(ba, &a.stamp(ab, false).encode()).0,
             Verdict::Dropped
         );
         assert_eq!(b.stats.stale, 1);
-        assert_eq!(b.arrive(a_addr, &[0; 3]).0, Verdict::Dropped);
+        assert_eq!(b.arrive(ba, &[0; 3]).0, Verdict::Dropped);
         assert_eq!(b.stats.short, 1);
     }
 
     #[test]
     fn an_unsent_stamp_is_given_back() {
         let mut a = PeerTable::new(1);
-        a.know(addr(2), 2);
-        let first = a.stamp(addr(2), false).seq;
-        a.unstamp(addr(2));
-        assert_eq!(a.stamp(addr(2), false).seq, first);
+        let b = a.slot(addr(2));
+        a.know(b, 2);
+        let first = a.stamp(b, false).seq;
+        a.unstamp(b);
+        assert_eq!(a.stamp(b, false).seq, first);
     }
 
     /// Acknowledgements: asked for with ACK_NOW, owed until a message carries one, taken
@@ -472,41 +464,42 @@ mod tests {
     fn acknowledgements_are_owed_carried_and_bounded() {
         let (a_addr, b_addr) = (addr(1), addr(2));
         let (mut a, mut b) = (PeerTable::new(10), PeerTable::new(20));
-        a.know(b_addr, 20);
+        let (ab, ba) = (a.slot(b_addr), b.slot(a_addr));
+        a.know(ab, 20);
         for ack_now in [false, true, false] {
-            let m = a.stamp(b_addr, ack_now).encode();
-            assert_eq!(b.arrive(a_addr, &m).0, Verdict::Now);
-            b.handed(a_addr);
+            let m = a.stamp(ab, ack_now).encode();
+            assert_eq!(b.arrive(ba, &m).0, Verdict::Now);
+            b.handed(ba);
         }
-        assert_eq!(b.take_owing(), vec![a_addr]);
+        assert_eq!(b.take_owing(), vec![ba]);
         assert_eq!(b.take_owing(), vec![], "listed once");
-        let ack = b.ack_only(a_addr, false);
+        let ack = b.ack_only(ba, false);
         assert_eq!((ack.seq, ack.ack), (0, 3));
-        assert_eq!(a.acked(b_addr), Some(0));
-        assert_eq!(a.arrive(b_addr, &ack.encode()).0, Verdict::Dropped);
-        assert_eq!(a.acked(b_addr), Some(3));
+        assert_eq!(a.acked(ab), 0);
+        assert_eq!(a.arrive(ab, &ack.encode()).0, Verdict::Dropped);
+        assert_eq!(a.acked(ab), 3);
         assert_eq!((a.stats.acks_received, b.stats.acks_sent), (1, 1));
         // An acknowledgement of what was never sent is not taken; an older one changes nothing.
         for bogus in [7, 1] {
-            let mut h = b.ack_only(a_addr, false);
+            let mut h = b.ack_only(ba, false);
             h.ack = bogus;
-            a.arrive(b_addr, &h.encode());
-            assert_eq!(a.acked(b_addr), Some(3), "ack {bogus}");
+            a.arrive(ab, &h.encode());
+            assert_eq!(a.acked(ab), 3, "ack {bogus}");
         }
         // Owed, taken off the list, and not paid (no path could carry it): a later ask lists
         // the peer again.
-        let ask = a.ack_only(b_addr, true).encode();
-        b.arrive(a_addr, &ask);
-        assert_eq!(b.take_owing(), vec![a_addr]);
-        assert!(b.owes(a_addr));
-        b.arrive(a_addr, &ask);
-        assert_eq!(b.take_owing(), vec![a_addr], "asked again: listed again");
-        let _ = b.ack_only(a_addr, false);
+        let ask = a.ack_only(ab, true).encode();
+        b.arrive(ba, &ask);
+        assert_eq!(b.take_owing(), vec![ba]);
+        assert!(b.owes(ba));
+        b.arrive(ba, &ask);
+        assert_eq!(b.take_owing(), vec![ba], "asked again: listed again");
+        let _ = b.ack_only(ba, false);
         // A message asking for an ACK and answered by one of ours clears the debt.
-        let m = a.stamp(b_addr, true).encode();
-        b.arrive(a_addr, &m);
-        b.handed(a_addr);
-        let _ = b.stamp(a_addr, false);
+        let m = a.stamp(ab, true).encode();
+        b.arrive(ba, &m);
+        b.handed(ba);
+        let _ = b.stamp(ba, false);
         assert_eq!(b.take_owing(), vec![]);
     }
 }

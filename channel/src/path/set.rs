@@ -1,0 +1,107 @@
+//! A peer's paths, kept in its slot of the peer table: which RD routes reach it and which
+//! connections it holds. As quinn-proto keeps a path's state apart from its connection's, the
+//! per-peer layer keeps the sequence and this only names the paths; the connections
+//! themselves live with the RC side (`RcPaths`), found by [`ConnId`] as libfabric's tcp
+//! provider finds its connections by AV index. A peer with no connection costs a few bytes.
+//!
+//! Sized for several rails: a route and a connection per rail. An endpoint has one rail
+//! today ([`RAILS`]).
+
+/// A rail: one of the endpoint's interfaces, with its RD queue pair and its listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rail(pub u8);
+
+/// Rails an endpoint may have.
+pub const RAILS: usize = 1;
+
+/// A connection's place among the endpoint's connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConnId(pub u32);
+
+/// The path a message takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// The endpoint's RD queue pair on this rail.
+    Rd(Rail),
+    /// This connection.
+    Rc(ConnId),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathSet {
+    /// The rails with an RD route to the peer, a bit per rail.
+    rd: u8,
+    /// The connection on each rail.
+    rc: [Option<ConnId>; RAILS],
+}
+
+impl Default for PathSet {
+    fn default() -> Self {
+        PathSet::new()
+    }
+}
+
+impl PathSet {
+    /// A peer first heard of: reachable over RD on the first rail.
+    pub fn new() -> PathSet {
+        PathSet {
+            rd: 1,
+            rc: [None; RAILS],
+        }
+    }
+
+    /// The connections, first rail first.
+    pub fn conns(&self) -> impl Iterator<Item = ConnId> + '_ {
+        self.rc.iter().flatten().copied()
+    }
+
+    /// Whether the peer holds any connection.
+    pub fn connected(&self) -> bool {
+        self.rc.iter().any(Option::is_some)
+    }
+
+    /// The connection on `rail`.
+    pub fn conn(&self, rail: Rail) -> Option<ConnId> {
+        self.rc[rail.0 as usize]
+    }
+
+    pub fn set_conn(&mut self, rail: Rail, c: Option<ConnId>) {
+        self.rc[rail.0 as usize] = c;
+    }
+
+    /// The rails with an RD route.
+    pub fn rd_rails(&self) -> impl Iterator<Item = Rail> + '_ {
+        (0..RAILS as u8)
+            .filter(|r| self.rd & (1 << r) != 0)
+            .map(Rail)
+    }
+
+    /// The path for the next message: the first connection `open` says takes messages, else
+    /// RD on the first rail with a route.
+    pub fn route(&self, open: impl Fn(ConnId) -> bool) -> Option<Route> {
+        if let Some(c) = self.conns().find(|&c| open(c)) {
+            return Some(Route::Rc(c));
+        }
+        self.rd_rails().next().map(Route::Rd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_open_connection_is_taken_before_rd() {
+        let mut p = PathSet::new();
+        assert_eq!(p.route(|_| true), Some(Route::Rd(Rail(0))));
+        assert!(!p.connected());
+        p.set_conn(Rail(0), Some(ConnId(7)));
+        assert!(p.connected());
+        assert_eq!(p.route(|_| true), Some(Route::Rc(ConnId(7))));
+        // A connection full or draining: RD carries the message.
+        assert_eq!(p.route(|_| false), Some(Route::Rd(Rail(0))));
+        p.set_conn(Rail(0), None);
+        assert_eq!(p.conns().count(), 0);
+        assert_eq!(p.route(|_| true), Some(Route::Rd(Rail(0))));
+    }
+}
