@@ -4,24 +4,29 @@
 use super::*;
 
 impl State {
-    pub(super) fn handle_message(&mut self, src: SocketAddr, bytes: &[u8]) {
-        self.heard_from(src);
+    pub(super) fn handle_message(&mut self, from: SlotId, bytes: &[u8]) {
+        self.heard_from(from);
         if !wire::is_matched(bytes) {
-            return self.dispatch(src, UNKNOWN_PEER, bytes);
+            return self.dispatch(from, UNKNOWN_PEER, bytes);
         }
         // One AV lookup per matched message: it takes the AV's lock.
-        let peer = self.label(src);
-        self.dispatch(src, peer, bytes);
+        let peer = self.label(from);
+        self.dispatch(from, peer, bytes);
     }
 
     /// Handles a message; `peer` is its sender's matcher id, an AV handle or a stand-in (used
     /// only by matched messages).
-    pub(super) fn dispatch(&mut self, src: SocketAddr, peer: PeerId, bytes: &[u8]) {
+    pub(super) fn dispatch(&mut self, from: SlotId, peer: PeerId, bytes: &[u8]) {
         let (qpn, msg) = match wire::parse(bytes) {
             Ok(m) => m,
             Err(e) => {
                 self.stats.malformed += 1;
-                diag!(Debug, EpData, "message from {src} dropped: {e}");
+                diag!(
+                    Debug,
+                    EpData,
+                    "message from {} dropped: {e}",
+                    self.peers.addr(from)
+                );
                 return;
             }
         };
@@ -48,7 +53,7 @@ impl State {
                     self.stats.malformed += 1;
                     return;
                 };
-                let from = AddressHandle::new(src, qpn);
+                let reply = AddressHandle::new(self.peers.addr(from), qpn);
                 let header = Header {
                     peer,
                     tag: m.tag,
@@ -56,16 +61,17 @@ impl State {
                     len,
                     protocol: Protocol::Rendezvous { handle },
                 };
-                let arrival = self
-                    .rx
-                    .matcher
-                    .arrive(m.kind, header, |_| Held::Rndv { handle, from });
+                let arrival = self.rx.matcher.arrive(m.kind, header, |_| Held::Rndv {
+                    handle,
+                    from: reply,
+                    slot: from,
+                });
                 match arrival {
                     Arrival::Matched(d) => {
                         let pushes = if pushed { Pushes::Coming } else { Pushes::None };
-                        self.start_rndv(m.kind, d, handle, from, pushes);
+                        self.start_rndv(m.kind, d, handle, (from, reply), pushes);
                     }
-                    Arrival::Buffered(_) if pushed => self.rx.parked.open((src, handle)),
+                    Arrival::Buffered(_) if pushed => self.rx.parked.open((from, handle)),
                     Arrival::Buffered(_) => {}
                 }
             }
@@ -74,17 +80,17 @@ impl State {
                 recv_id,
                 wanted,
                 taken,
-            } => self.on_cts(src, handle, recv_id, wanted, taken),
+            } => self.on_cts(from, handle, recv_id, wanted, taken),
             Msg::Push {
                 handle,
                 offset,
                 payload,
-            } => self.on_push(src, handle, offset, payload),
+            } => self.on_push(from, handle, offset, payload),
             Msg::Data {
                 recv_id,
                 offset,
                 payload,
-            } => self.on_data(src, recv_id, offset, payload),
+            } => self.on_data(from, recv_id, offset, payload),
             // Its work was done: the engine acknowledged it, `heard_from` noted the sender.
             Msg::Ping => {}
             Msg::Write {
@@ -93,32 +99,42 @@ impl State {
                 id,
                 last,
                 payload,
-            } => self.on_write(AddressHandle::new(src, qpn), key, addr, (id, last), payload),
-            Msg::Read { id, key, addr, len } => {
-                self.on_read(AddressHandle::new(src, qpn), id, key, addr, len)
-            }
+            } => self.on_write(
+                AddressHandle::new(self.peers.addr(from), qpn),
+                key,
+                addr,
+                (id, last),
+                payload,
+            ),
+            Msg::Read { id, key, addr, len } => self.on_read(
+                AddressHandle::new(self.peers.addr(from), qpn),
+                id,
+                key,
+                addr,
+                len,
+            ),
             Msg::ReadData {
                 id,
                 offset,
                 payload,
-            } => self.on_read_data(src, id, offset, payload),
-            Msg::RmaAnswer { id, errno, last } => self.on_rma_answer(src, id, errno, last),
-            Msg::Atomic(r) => self.on_atomic(AddressHandle::new(src, qpn), r),
+            } => self.on_read_data(from, id, offset, payload),
+            Msg::RmaAnswer { id, errno, last } => self.on_rma_answer(from, id, errno, last),
+            Msg::Atomic(r) => self.on_atomic(AddressHandle::new(self.peers.addr(from), qpn), r),
             Msg::AtomicAnswer { id, errno, fetched } => {
-                self.on_atomic_answer(src, id, errno, fetched)
+                self.on_atomic_answer(from, id, errno, fetched)
             }
         }
     }
 
-    pub(super) fn on_data(&mut self, src: SocketAddr, recv_id: u64, offset: u64, payload: &[u8]) {
-        self.data_arrived(src, recv_id, offset, payload, payload.len());
+    pub(super) fn on_data(&mut self, from: SlotId, recv_id: u64, offset: u64, payload: &[u8]) {
+        self.data_arrived(from, recv_id, offset, payload, payload.len());
     }
 
     /// `len` bytes of rendezvous receive `recv_id` at `offset` arrived: the first of them
     /// (`write`) are copied there, the rest were read in place.
     pub(super) fn data_arrived(
         &mut self,
-        src: SocketAddr,
+        from: SlotId,
         recv_id: u64,
         offset: u64,
         write: &[u8],
@@ -129,7 +145,7 @@ impl State {
             return;
         };
         let d = &r.delivery;
-        if r.from != src || !fits(d, offset, len) {
+        if r.from != from || !fits(d, offset, len) {
             self.stats.malformed += 1;
             return;
         }
@@ -142,10 +158,10 @@ impl State {
     }
 
     /// A pushed chunk, in its turn (its RTS was handled).
-    pub(super) fn on_push(&mut self, src: SocketAddr, handle: u64, offset: u64, payload: &[u8]) {
-        let key = (src, handle);
+    pub(super) fn on_push(&mut self, from: SlotId, handle: u64, offset: u64, payload: &[u8]) {
+        let key = (from, handle);
         if let Some(&recv_id) = self.rx.pushing_into.get(&key) {
-            self.push_into(src, recv_id, offset, payload, true);
+            self.push_into(from, recv_id, offset, payload, true);
             return;
         }
         match self.rx.parked.park(key, offset, payload) {
@@ -158,7 +174,7 @@ impl State {
     /// room for. `first`: they start a chunk, which the counters count once.
     pub(super) fn push_into(
         &mut self,
-        src: SocketAddr,
+        from: SlotId,
         recv_id: u64,
         offset: u64,
         payload: &[u8],
@@ -172,7 +188,7 @@ impl State {
         match fitting {
             Some(b) => {
                 self.stats.push_placed += u64::from(first);
-                self.on_data(src, recv_id, offset, b);
+                self.on_data(from, recv_id, offset, b);
             }
             None => self.stats.push_dropped += u64::from(first),
         }

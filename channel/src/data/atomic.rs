@@ -66,7 +66,7 @@ impl State {
         let name = self.av()?.lookup(a.dest)?;
         let slot = self.peers.slot(name.udp_addr());
         self.peers.know(slot, name.nonce);
-        self.log_traffic(name.udp_addr(), Some(name), len, false);
+        self.log_traffic(slot, Some(name), len, false);
         let to = AddressHandle::new(name.udp_addr(), name.qpn);
         let fetch = a.result.is_some();
         let mut s = PendingSend::new(
@@ -76,7 +76,7 @@ impl State {
             a.flags,
             0,
             len,
-            to,
+            (slot, to),
         );
         if self.is_self(&name) {
             // Our own region: no queue pair involved.
@@ -198,18 +198,12 @@ impl State {
 
     /// The target answered our atomic `id`: `errno` 0 (done, `fetched` the values from
     /// before if we asked for them) or why not.
-    pub(super) fn on_atomic_answer(
-        &mut self,
-        src: SocketAddr,
-        id: u64,
-        errno: u64,
-        fetched: &[u8],
-    ) {
+    pub(super) fn on_atomic_answer(&mut self, from: SlotId, id: u64, errno: u64, fetched: &[u8]) {
         let Some(s) = self
             .tx
             .sends
             .get_mut(&id)
-            .filter(|s| matches!(s.op, Op::Atomic { .. }) && s.to.addr == src && !s.cleared)
+            .filter(|s| matches!(s.op, Op::Atomic { .. }) && s.slot == from && !s.cleared)
         else {
             self.stats.stray += 1;
             return;
@@ -223,7 +217,8 @@ impl State {
             diag!(
                 Warn,
                 EpData,
-                "atomic at {src} failed: the target answered {e:?}"
+                "atomic at {} failed: the target answered {e:?}",
+                s.to.addr
             );
             return self.report(s, Some(e));
         }

@@ -576,8 +576,7 @@ impl DataPath {
             if let Some(name) = &t.name {
                 self.paths.learn(&mut self.st.peers, name);
             }
-            let slot = self.st.peers.slot(t.addr);
-            self.paths.traffic(now, slot, t.len, t.rendezvous);
+            self.paths.traffic(now, t.slot, t.len, t.rendezvous);
         }
     }
 
@@ -726,7 +725,7 @@ impl DataPath {
             rendezvous: map_bytes(&st.tx.sends)
                 + map_bytes(&st.rx.rndv)
                 + map_bytes(&st.tx.roles)
-                + st.live.fresh.capacity() * std::mem::size_of::<SocketAddr>()
+                + st.live.fresh.capacity() * std::mem::size_of::<crate::peer::SlotId>()
                 + map_bytes(&st.rx.pushing_into)
                 + st.rx.multi.memory_bytes()
                 + st.tx.backlog.capacity() * std::mem::size_of::<Outgoing>()

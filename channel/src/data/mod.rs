@@ -224,7 +224,7 @@ struct Receiving {
 
 /// One message to or from a peer, for the promotion policy.
 pub(crate) struct Traffic {
-    pub addr: SocketAddr,
+    pub slot: SlotId,
     /// Its name, when we sent to it (the AV's).
     pub name: Option<EpName>,
     pub len: usize,
@@ -235,7 +235,7 @@ pub(crate) struct Traffic {
 struct Liveness {
     /// Senders heard since the driver last said the time (`heard_by`): arrivals carry no
     /// time, and the batch they came in may have been long.
-    fresh: Vec<SocketAddr>,
+    fresh: Vec<SlotId>,
     /// When the rendezvous timers (`timers`) next look at the receives and sends.
     next_check: Instant,
 }
@@ -330,16 +330,10 @@ impl State {
     }
 
     /// Notes a message for the promotion policy, when peers may be promoted.
-    fn log_traffic(
-        &mut self,
-        addr: SocketAddr,
-        name: Option<EpName>,
-        len: usize,
-        rendezvous: bool,
-    ) {
+    fn log_traffic(&mut self, slot: SlotId, name: Option<EpName>, len: usize, rendezvous: bool) {
         if self.count_traffic {
             self.traffic.push(Traffic {
-                addr,
+                slot,
                 name,
                 len,
                 rendezvous,

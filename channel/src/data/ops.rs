@@ -7,6 +7,7 @@ use iwarp::verbs::AddressHandle;
 
 use super::push::PushKey;
 use crate::matching::{Delivery, Kind};
+use crate::peer::SlotId;
 use crate::raw::mem::UserMem;
 
 /// A send or inject, as the application posted it.
@@ -61,7 +62,11 @@ pub enum Held {
     /// The eager bytes, copied out of the receive buffer.
     Eager(Box<[u8]>),
     /// A rendezvous request: where to send the clear-to-send.
-    Rndv { handle: u64, from: AddressHandle },
+    Rndv {
+        handle: u64,
+        from: AddressHandle,
+        slot: SlotId,
+    },
 }
 
 /// An RMA operation, as the application posted it (`rma.rs`).
@@ -118,6 +123,8 @@ pub struct PendingSend {
     /// Rendezvous: the data, read when the clear-to-send comes.
     pub mem: Option<UserMem>,
     pub to: AddressHandle,
+    /// The peer's slot, which its answers come from.
+    pub slot: SlotId,
     /// Queue-pair sends of this operation not yet acknowledged or not yet posted.
     pub outstanding: u32,
     /// Rendezvous: the receiver has answered (and `outstanding` counts the chunks).
@@ -136,7 +143,7 @@ impl PendingSend {
         flags: u64,
         tag: u64,
         len: usize,
-        to: AddressHandle,
+        (slot, to): (SlotId, AddressHandle),
     ) -> PendingSend {
         PendingSend {
             op,
@@ -147,6 +154,7 @@ impl PendingSend {
             len,
             mem: None,
             to,
+            slot,
             outstanding: 1,
             cleared: true,
             pushed: 0,
@@ -159,7 +167,7 @@ impl PendingSend {
 pub struct RndvRecv {
     pub kind: Kind,
     pub delivery: Delivery<Recv>,
-    pub from: SocketAddr,
+    pub from: SlotId,
     pub got: usize,
     /// When the CTS was posted: a receive that hears nothing from its sender for the peer
     /// timeout after this fails instead of waiting forever for a sender that is gone.
@@ -181,7 +189,7 @@ pub enum Role {
     /// A clear-to-send: an error (the sender is gone) fails rendezvous receive `recv`.
     Cts { recv: u64 },
     /// A liveness probe: an error (the peer is gone) fails every send to `peer`.
-    Ping { peer: SocketAddr },
+    Ping { peer: SlotId },
     /// A READ_DATA chunk served to `peer`'s read `id`: the chunk window waits on it, and
     /// its failure (the peer is gone) drops the rest of the read.
     Served { id: u64, peer: SocketAddr },
@@ -288,7 +296,7 @@ mod tests {
             Role::Rts { send: 7 }.quiet_id(),
             Role::Cts { recv: 7 }.quiet_id()
         );
-        let peer = "127.0.0.1:1".parse().unwrap();
+        let peer = SlotId(1);
         for role in [
             Role::Part { send: 7 },
             Role::Chunk { send: 7, lent: 0 },

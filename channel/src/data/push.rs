@@ -10,7 +10,7 @@
 //! The CTS tells the sender whether the receiver keeps what was pushed (`F_TAKEN`), so the
 //! sender knows where to go on from.
 
-use std::net::SocketAddr;
+use crate::peer::SlotId;
 
 use crate::hash::Map;
 
@@ -20,7 +20,7 @@ use crate::hash::Map;
 pub const PARK_MAX: usize = 16 << 20;
 
 /// A pushed message: its sender and the sender's handle for it.
-pub type PushKey = (SocketAddr, u64);
+pub type PushKey = (SlotId, u64);
 
 /// Pushed chunks of one message: (offset in the message, bytes).
 pub type Pieces = Vec<(u64, Box<[u8]>)>;
@@ -131,7 +131,7 @@ mod tests {
     use super::*;
 
     fn key(h: u64) -> PushKey {
-        ("127.0.0.1:9".parse().unwrap(), h)
+        (SlotId(9), h)
     }
 
     #[test]

@@ -7,22 +7,22 @@ use super::*;
 /// over in the peer's sequence; a rendezvous chunk is placed at once, whatever its turn.
 impl RdReceiver for State {
     fn early(&mut self, src: SocketAddr, payload: &[u8], in_order: bool) -> bool {
-        let slot = self.peers.slot(src);
-        let (verdict, seq, body) = self.peers.arrive(slot, payload);
+        let from = self.peers.slot(src);
+        let (verdict, seq, body) = self.peers.arrive(from, payload);
         // Counted once: an early offer it does not take comes again in its turn.
         let comes_again = verdict == Verdict::Ahead && !in_order && !wire::is_data(body);
         if verdict != Verdict::Dropped && !comes_again {
-            self.log_traffic(src, None, body.len(), wire::is_rts(body));
+            self.log_traffic(from, None, body.len(), wire::is_rts(body));
         }
         match verdict {
             Verdict::Dropped => {}
-            Verdict::Now => self.hand_over(src, body),
+            Verdict::Now => self.hand_over(from, body),
             Verdict::Ahead if wire::is_data(body) => {
-                self.peers.taken_ahead(slot, seq);
-                self.handle_message(src, body);
+                self.peers.taken_ahead(from, seq);
+                self.handle_message(from, body);
             }
             // Another path carries the messages before it.
-            Verdict::Ahead if in_order => self.peers.hold(slot, seq, body),
+            Verdict::Ahead if in_order => self.peers.hold(from, seq, body),
             // It comes again in its turn on this path.
             Verdict::Ahead => return false,
         }
@@ -48,20 +48,21 @@ impl RdReceiver for State {
         if offset > 0 {
             // A taken message's first segment held the whole per-peer header.
             let offset = offset.saturating_sub(peer::HEADER);
-            return self.take_segment(src, head, offset, bytes);
+            let from = self.peers.slot(src);
+            return self.take_segment(from, head, offset, bytes);
         }
-        let slot = self.peers.slot(src);
-        let (verdict, seq, body) = self.peers.arrive(slot, bytes);
+        let from = self.peers.slot(src);
+        let (verdict, seq, body) = self.peers.arrive(from, bytes);
         let first = match verdict {
             Verdict::Now | Verdict::Ahead => body,
             Verdict::Dropped => return false,
         };
-        if !self.take_segment(src, head, 0, first) {
+        if !self.take_segment(from, head, 0, first) {
             return false;
         }
         match verdict {
-            Verdict::Now => self.hand_over_rest(src),
-            _ => self.peers.taken_ahead(slot, seq),
+            Verdict::Now => self.hand_over_rest(from),
+            _ => self.peers.taken_ahead(from, seq),
         }
         true
     }
@@ -72,11 +73,12 @@ impl RdReceiver for State {
         let Some(chunk) = len.checked_sub(IN_PLACE_HEADERS) else {
             return false;
         };
-        self.peers
-            .find(src)
-            .is_some_and(|slot| self.peers.would_take(slot, head))
+        let Some(from) = self.peers.find(src) else {
+            return false;
+        };
+        self.peers.would_take(from, head)
             && self
-                .in_place_target(src, head)
+                .in_place_target(from, head)
                 .is_some_and(|(d, at)| fits(d, at, chunk))
     }
 
@@ -88,10 +90,11 @@ impl RdReceiver for State {
         max: usize,
         read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
     ) -> std::io::Result<usize> {
-        let placed = match (
-            self.in_place_target(src, head),
-            offset.checked_sub(IN_PLACE_HEADERS),
-        ) {
+        let target = self
+            .peers
+            .find(src)
+            .and_then(|from| self.in_place_target(from, head));
+        let placed = match (target, offset.checked_sub(IN_PLACE_HEADERS)) {
             (Some((d, at)), Some(past)) => {
                 d.recv
                     .mem
@@ -107,16 +110,16 @@ impl RdReceiver for State {
     }
 
     fn placed(&mut self, src: SocketAddr, head: &[u8], len: usize) {
-        let slot = self.peers.slot(src);
-        let (verdict, seq, body) = self.peers.arrive(slot, head);
+        let from = self.peers.slot(src);
+        let (verdict, seq, body) = self.peers.arrive(from, head);
         if verdict == Verdict::Dropped {
             return;
         }
-        self.log_traffic(src, None, len - peer::HEADER, false);
+        self.log_traffic(from, None, len - peer::HEADER, false);
         if verdict == Verdict::Ahead {
-            self.peers.taken_ahead(slot, seq);
+            self.peers.taken_ahead(from, seq);
         }
-        self.heard_from(src);
+        self.heard_from(from);
         match wire::parse(body) {
             Ok((
                 _,
@@ -127,12 +130,12 @@ impl RdReceiver for State {
                 },
             )) => {
                 self.stats.chunks_in_place += 1;
-                self.data_arrived(src, recv_id, offset, payload, len - IN_PLACE_HEADERS)
+                self.data_arrived(from, recv_id, offset, payload, len - IN_PLACE_HEADERS)
             }
             _ => self.stats.malformed += 1,
         }
         if verdict == Verdict::Now {
-            self.hand_over_rest(src);
+            self.hand_over_rest(from);
         }
     }
 }
@@ -149,10 +152,10 @@ const IN_PLACE_HEADERS: usize = peer::HEADER + wire::DATA_HEADER;
 
 impl State {
     /// The delivery and the offset in it of the DATA chunk that starts with `head` (behind its
-    /// per-peer header), if its receive is posted and from `src`.
+    /// per-peer header), if its receive is posted and from `from`.
     pub(super) fn in_place_target(
         &self,
-        src: SocketAddr,
+        from: SlotId,
         head: &[u8],
     ) -> Option<(&Delivery<Recv>, u64)> {
         let Ok((
@@ -164,24 +167,23 @@ impl State {
         else {
             return None;
         };
-        let r = self.rx.rndv.get(&recv_id).filter(|r| r.from == src)?;
+        let r = self.rx.rndv.get(&recv_id).filter(|r| r.from == from)?;
         Some((&r.delivery, offset))
     }
 }
 
 impl State {
     /// Hands over `body`, whose turn it is, and the held messages whose turn comes after it.
-    pub(super) fn hand_over(&mut self, src: SocketAddr, body: &[u8]) {
-        self.handle_message(src, body);
-        self.hand_over_rest(src);
+    pub(super) fn hand_over(&mut self, from: SlotId, body: &[u8]) {
+        self.handle_message(from, body);
+        self.hand_over_rest(from);
     }
 
     /// The message whose turn it was is handled: hands over the held ones that follow.
-    pub(super) fn hand_over_rest(&mut self, src: SocketAddr) {
-        let slot = self.peers.slot(src);
-        self.peers.handed(slot);
-        while let Some(held) = self.peers.ready(slot) {
-            self.handle_message(src, &held);
+    pub(super) fn hand_over_rest(&mut self, from: SlotId) {
+        self.peers.handed(from);
+        while let Some(held) = self.peers.ready(from) {
+            self.handle_message(from, &held);
         }
     }
 
@@ -189,7 +191,7 @@ impl State {
     /// `offset` are past the per-peer header.
     pub(super) fn take_segment(
         &mut self,
-        src: SocketAddr,
+        from: SlotId,
         head: &[u8],
         offset: usize,
         bytes: &[u8],
@@ -207,7 +209,7 @@ impl State {
                     handle, offset: at, ..
                 },
             )) => {
-                match self.rx.pushing_into.get(&(src, handle)) {
+                match self.rx.pushing_into.get(&(from, handle)) {
                     Some(&recv_id) => (recv_id, at, true),
                     None if offset == 0 => return false,
                     // Taken, and its receive ended since (a short receive is full): counted
@@ -218,7 +220,7 @@ impl State {
             _ => return false,
         };
         if offset == 0 {
-            self.heard_from(src);
+            self.heard_from(from);
         }
         // The first segment starts with the header; later ones are payload only.
         let (skip, at) = match offset.checked_sub(wire::DATA_HEADER) {
@@ -227,9 +229,9 @@ impl State {
         };
         match (bytes.get(skip..), chunk_at.checked_add(at as u64)) {
             (Some(payload), Some(at)) if pushed => {
-                self.push_into(src, recv_id, at, payload, offset == 0)
+                self.push_into(from, recv_id, at, payload, offset == 0)
             }
-            (Some(payload), Some(at)) => self.on_data(src, recv_id, at, payload),
+            (Some(payload), Some(at)) => self.on_data(from, recv_id, at, payload),
             _ => self.stats.malformed += 1,
         }
         true

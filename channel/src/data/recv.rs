@@ -64,13 +64,13 @@ impl State {
                 d.recv.mem.write_at(d.offset, &bytes[..d.placed]);
                 self.finish_recv(kind, &d, false);
             }
-            Held::Rndv { handle, from } => {
+            Held::Rndv { handle, from, slot } => {
                 let pushes = self
                     .rx
                     .parked
-                    .take((from.addr, handle))
+                    .take((slot, handle))
                     .map_or(Pushes::None, Pushes::Parked);
-                self.start_rndv(kind, t.delivery, handle, from, pushes);
+                self.start_rndv(kind, t.delivery, handle, (slot, from), pushes);
             }
         }
     }
@@ -138,8 +138,8 @@ impl State {
 
     /// A buffered message is dropped: a rendezvous sender is told to send nothing.
     pub(super) fn release(&mut self, held: Held) {
-        if let Held::Rndv { handle, from } = held {
-            self.rx.parked.take((from.addr, handle));
+        if let Held::Rndv { handle, from, slot } = held {
+            self.rx.parked.take((slot, handle));
             self.send_cts(from, handle, 0, 0, false);
         }
     }
@@ -167,18 +167,19 @@ impl State {
         Ok(())
     }
 
-    pub(super) fn peer_of(&self, src: SocketAddr) -> PeerId {
-        matcher_id(self.av.as_ref().and_then(|av| av.handle_of(src))).unwrap_or(UNKNOWN_PEER)
+    pub(super) fn peer_of(&self, from: SlotId) -> PeerId {
+        let addr = self.peers.addr(from);
+        matcher_id(self.av.as_ref().and_then(|av| av.handle_of(addr))).unwrap_or(UNKNOWN_PEER)
     }
 
     /// The matcher's id for the sender of an arriving message: its AV handle, else its
     /// stand-in (a new one the first time).
-    pub(super) fn label(&mut self, src: SocketAddr) -> PeerId {
-        let peer = self.peer_of(src);
+    pub(super) fn label(&mut self, from: SlotId) -> PeerId {
+        let peer = self.peer_of(from);
         if !self.peers.has_stand_ins() && (peer != UNKNOWN_PEER || self.av.is_none()) {
             return peer;
         }
-        let slot = self.peers.slot(src);
+        let slot = from;
         match self.peers.stand_in(slot) {
             Some(s) if peer != UNKNOWN_PEER => {
                 // Its earlier messages take the handle first: they are older.
@@ -207,11 +208,11 @@ impl State {
         let named: Vec<(SlotId, PeerId, PeerId)> = stand_ins
             .into_iter()
             .zip(handles)
-            .filter_map(|((src, s), h)| Some((src, s, matcher_id(h)?)))
+            .filter_map(|((slot, s), h)| Some((slot, s, matcher_id(h)?)))
             .collect();
-        for (src, s, peer) in named {
+        for (slot, s, peer) in named {
             self.rx.matcher.relabel(s, peer);
-            self.peers.set_stand_in(src, None);
+            self.peers.set_stand_in(slot, None);
         }
     }
 
@@ -287,7 +288,7 @@ impl State {
         kind: Kind,
         d: Delivery<Recv>,
         handle: u64,
-        from: AddressHandle,
+        (slot, from): (SlotId, AddressHandle),
         pushes: Pushes,
     ) {
         if d.placed == 0 {
@@ -301,27 +302,27 @@ impl State {
         let recv_id = self.id();
         let taken = !matches!(pushes, Pushes::None);
         self.send_cts(from, handle, recv_id, d.placed, taken);
-        let key = (from.addr, handle);
+        let key = (slot, handle);
         self.rx.rndv.insert(
             recv_id,
             RndvRecv {
                 kind,
                 delivery: d,
-                from: from.addr,
+                from: slot,
                 got: 0,
                 last: self.now,
                 push_key: taken.then_some(key),
             },
         );
         // Its RTS is what was just heard from the sender (stamped with its batch).
-        self.heard_from(from.addr);
+        self.heard_from(slot);
         if taken {
             self.rx.pushing_into.insert(key, recv_id);
         }
         // Held chunks go in as later ones will; the last byte completes the receive.
         if let Pushes::Parked(pieces) = pushes {
             for (offset, bytes) in pieces {
-                self.push_into(from.addr, recv_id, offset, &bytes, false);
+                self.push_into(slot, recv_id, offset, &bytes, false);
             }
         }
     }

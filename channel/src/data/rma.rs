@@ -20,7 +20,7 @@ impl State {
         let slot = self.peers.slot(name.udp_addr());
         self.peers.know(slot, name.nonce);
         let len = a.mem.len();
-        self.log_traffic(name.udp_addr(), Some(name), len, len > self.cfg.eager);
+        self.log_traffic(slot, Some(name), len, len > self.cfg.eager);
         let inject = a.flags & FI_INJECT != 0;
         if inject && (!write || len > INJECT_SIZE) {
             return Err(Errno::INVAL);
@@ -38,7 +38,7 @@ impl State {
         } else {
             Op::Read { got: 0 }
         };
-        let mut s = PendingSend::new(op, Kind::Msg, a.context, a.flags, 0, len, to);
+        let mut s = PendingSend::new(op, Kind::Msg, a.context, a.flags, 0, len, (slot, to));
         if self.is_self(&name) {
             // Our own region: no queue pair involved.
             let done = self.local_rma(write, &a);
@@ -150,13 +150,13 @@ impl State {
     }
 
     /// Bytes for our read `id`.
-    pub(super) fn on_read_data(&mut self, src: SocketAddr, id: u64, offset: u64, payload: &[u8]) {
+    pub(super) fn on_read_data(&mut self, from: SlotId, id: u64, offset: u64, payload: &[u8]) {
         let Some(s) = self.tx.sends.get_mut(&id) else {
             self.stats.stray += 1;
             return;
         };
         // READ_DATA comes in order: each chunk starts where the last ended.
-        let (Op::Read { got }, Some(mem), true) = (&mut s.op, &s.mem, s.to.addr == src) else {
+        let (Op::Read { got }, Some(mem), true) = (&mut s.op, &s.mem, s.slot == from) else {
             self.stats.malformed += 1;
             return;
         };
@@ -176,12 +176,12 @@ impl State {
 
     /// The target answered our write or read `id`: `errno` 0 (done) or why it refused; `last`:
     /// it answers a write's last chunk.
-    pub(super) fn on_rma_answer(&mut self, src: SocketAddr, id: u64, errno: u64, last: bool) {
+    pub(super) fn on_rma_answer(&mut self, from: SlotId, id: u64, errno: u64, last: bool) {
         let Some(s) = self
             .tx
             .sends
             .get_mut(&id)
-            .filter(|s| s.op != Op::Send && s.to.addr == src)
+            .filter(|s| s.op != Op::Send && s.slot == from)
         else {
             self.stats.stray += 1;
             return;
@@ -202,7 +202,8 @@ impl State {
                 diag!(
                     Warn,
                     EpData,
-                    "RMA read from {src} failed: the target refused it"
+                    "RMA read from {} failed: the target refused it",
+                    s.to.addr
                 );
                 self.report(s, Some(Errno::ACCES));
             }

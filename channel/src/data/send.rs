@@ -9,7 +9,7 @@ impl State {
         let slot = self.peers.slot(name.udp_addr());
         self.peers.know(slot, name.nonce);
         let len = a.mem.len();
-        self.log_traffic(name.udp_addr(), Some(name), len, len > self.cfg.eager);
+        self.log_traffic(slot, Some(name), len, len > self.cfg.eager);
         let inject = a.flags & FI_INJECT != 0;
         if inject && len > INJECT_SIZE {
             return Err(Errno::INVAL);
@@ -27,13 +27,14 @@ impl State {
             let mut bytes = Vec::with_capacity(MATCH_HEADER + len);
             wire::eager(&mut bytes, self.cfg.name.qpn, &m);
             a.mem.read_into(0, len, &mut bytes);
-            self.handle_message(to.addr, &bytes);
+            self.handle_message(slot, &bytes);
             let c = send_completion(a.kind, a.context, len);
             self.out.tx_done(c, a.flags, FI_SEND);
             return Ok(());
         }
         let id = self.id();
-        let pending = PendingSend::new(Op::Send, a.kind, a.context, a.flags, a.tag, len, to);
+        let pending =
+            PendingSend::new(Op::Send, a.kind, a.context, a.flags, a.tag, len, (slot, to));
         // An inject is copied whatever the eager size: its buffer is the caller's again at once.
         if len <= self.cfg.eager || inject {
             let mut bytes = self.tx.bufs.take(MATCH_HEADER + len);
@@ -218,14 +219,14 @@ impl State {
     /// pushed if `taken`.
     pub(super) fn on_cts(
         &mut self,
-        src: SocketAddr,
+        from: SlotId,
         handle: u64,
         recv_id: u64,
         wanted: u64,
         taken: bool,
     ) {
         // Only from the send's receiver: handles are sequential, so another peer could name it.
-        let Some(s) = self.tx.sends.get_mut(&handle).filter(|s| s.to.addr == src) else {
+        let Some(s) = self.tx.sends.get_mut(&handle).filter(|s| s.slot == from) else {
             self.stats.stray += 1;
             return;
         };
@@ -285,12 +286,12 @@ impl State {
     }
 
     /// Fails every send to `peer` with FI_EIO: it did not acknowledge a probe.
-    pub(super) fn fail_sends_to(&mut self, peer: SocketAddr) {
+    pub(super) fn fail_sends_to(&mut self, peer: SlotId) {
         let ids: Vec<u64> = self
             .tx
             .sends
             .iter()
-            .filter(|(_, s)| s.to.addr == peer)
+            .filter(|(_, s)| s.slot == peer)
             .map(|(&id, _)| id)
             .collect();
         for id in ids {
@@ -298,8 +299,9 @@ impl State {
                 diag!(
                     Warn,
                     EpData,
-                    "{} to {peer} failed: the peer is gone",
-                    s.op.name()
+                    "{} to {} failed: the peer is gone",
+                    s.op.name(),
+                    s.to.addr
                 );
                 self.report(s, Some(Errno(FI_EIO as u32)));
             }
@@ -312,22 +314,22 @@ impl State {
     /// the sends (a receiver that merely has not posted its receive yet acknowledges it). The
     /// PING also tells the peer's receives from us that we are alive.
     pub(super) fn ping_peers(&mut self) {
-        let mut peers: Vec<AddressHandle> = self
+        let mut peers: Vec<(SlotId, AddressHandle)> = self
             .tx
             .sends
             .values()
             .filter(|s| s.mem.is_some() || !s.cleared)
-            .map(|s| s.to)
+            .map(|s| (s.slot, s.to))
             .collect();
-        peers.sort_unstable_by_key(|a| (a.addr, a.qpn));
+        peers.sort_unstable_by_key(|&(slot, to)| (slot, to.qpn));
         peers.dedup();
-        for to in peers {
+        for (slot, to) in peers {
             let mut bytes = Vec::with_capacity(wire::PING_LEN);
             wire::ping(&mut bytes, self.cfg.name.qpn);
             self.submit(Outgoing::Message {
                 to,
                 bytes: bytes.into(),
-                role: Role::Ping { peer: to.addr },
+                role: Role::Ping { peer: slot },
             });
         }
     }
@@ -340,7 +342,12 @@ impl State {
             return;
         };
         self.stats.failed_recvs += 1;
-        diag!(Warn, EpData, "receive from {} failed: {why}", r.from);
+        diag!(
+            Warn,
+            EpData,
+            "receive from {} failed: {why}",
+            self.peers.addr(r.from)
+        );
         let d = &r.delivery;
         let mut c = self.recv_completion(
             r.kind,
@@ -371,18 +378,17 @@ impl State {
 
     /// Anything from `src` shows it alive: its rendezvous receives here may be waiting behind
     /// its other transfers to us, which it sends first. Kept only while receives wait.
-    pub(super) fn heard_from(&mut self, src: SocketAddr) {
-        if !self.rx.rndv.is_empty() && self.live.fresh.last() != Some(&src) {
-            self.live.fresh.push(src);
+    pub(super) fn heard_from(&mut self, from: SlotId) {
+        if !self.rx.rndv.is_empty() && self.live.fresh.last() != Some(&from) {
+            self.live.fresh.push(from);
         }
     }
 
     /// The senders heard since the last call were heard by `now` (the end of the batch
     /// they came in).
     pub(super) fn heard_by(&mut self, now: Instant) {
-        for src in self.live.fresh.drain(..) {
-            let slot = self.peers.slot(src);
-            self.peers.hear(slot, now);
+        for from in self.live.fresh.drain(..) {
+            self.peers.hear(from, now);
         }
     }
 
@@ -415,8 +421,7 @@ impl State {
             .iter()
             .filter(|(_, r)| {
                 // A time heard before the receive began is older than its `last`.
-                let heard = peers.find(r.from).and_then(|s| peers.heard(s));
-                let last = heard.map_or(r.last, |h| h.max(r.last));
+                let last = peers.heard(r.from).map_or(r.last, |h| h.max(r.last));
                 now.saturating_duration_since(last) > limit
             })
             .map(|(&id, _)| id)
