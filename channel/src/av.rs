@@ -36,6 +36,9 @@ pub struct AddressVector {
     table: RwLock<Table>,
     /// `table.slots.len()`, stored after each insert's names are in `by_addr`.
     insertions: AtomicUsize,
+    /// Bumped whenever a handle dies or an address comes to stand for another handle: what
+    /// an endpoint remembered of handles before is to be looked up again.
+    remaps: AtomicUsize,
 }
 
 /// Handles to names, and back from a datagram's source address (the newest live handle for
@@ -102,6 +105,7 @@ impl AddressVector {
                 by_addr: Map::default(),
             }),
             insertions: AtomicUsize::new(0),
+            remaps: AtomicUsize::new(0),
         }))
     }
 
@@ -117,6 +121,7 @@ impl AddressVector {
             return Err(Errno::BADFLAGS);
         }
         let mut t = self.table.write();
+        let mut remapped = false;
         let mut out = Inserted {
             handles: Vec::with_capacity(names.len() / EpName::LEN),
             errors: Vec::with_capacity(names.len() / EpName::LEN),
@@ -144,7 +149,7 @@ impl AddressVector {
                         None => {
                             let h = t.slots.len() as u64;
                             t.slots.push(Some(Slot { name, inserts: 1 }));
-                            t.by_addr.insert(addr, h);
+                            remapped |= t.by_addr.insert(addr, h).is_some();
                             h
                         }
                     };
@@ -164,6 +169,9 @@ impl AddressVector {
                     out.errors.push(Errno::INVAL);
                 }
             }
+        }
+        if remapped {
+            self.remaps.fetch_add(1, Ordering::Release);
         }
         self.insertions.store(t.slots.len(), Ordering::Release);
         Ok(out)
@@ -198,6 +206,7 @@ impl AddressVector {
             if t.by_addr.get(&addr) == Some(&h) {
                 t.by_addr.remove(&addr);
             }
+            self.remaps.fetch_add(1, Ordering::Release);
         }
         Ok(())
     }
@@ -214,6 +223,12 @@ impl AddressVector {
     /// named a sender. Read without the lock: every receive post looks at it.
     pub fn insertions(&self) -> usize {
         self.insertions.load(Ordering::Acquire)
+    }
+
+    /// Changes whenever a handle died or an address came to stand for a newer handle (see
+    /// `remaps`); read without the lock, by every message.
+    pub fn remaps(&self) -> usize {
+        self.remaps.load(Ordering::Acquire)
     }
 
     /// The handles of several addresses, under one lock.

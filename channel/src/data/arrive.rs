@@ -9,7 +9,7 @@ impl State {
         if !wire::is_matched(bytes) {
             return self.dispatch(from, UNKNOWN_PEER, bytes);
         }
-        // One AV lookup per matched message: it takes the AV's lock.
+        // The AV handle, from the peer table (the AV itself, under its lock, once per peer).
         let peer = self.label(from);
         self.dispatch(from, peer, bytes);
     }

@@ -63,10 +63,9 @@ impl State {
         {
             return Err(Errno::INVAL);
         }
-        let name = self.av()?.lookup(a.dest)?;
-        let slot = self.peers.slot(name.udp_addr());
+        let (slot, name) = self.resolve(a.dest)?;
         self.peers.know(slot, name.nonce);
-        self.log_traffic(slot, Some(name), len, false);
+        self.log_traffic(slot, len, false);
         let to = AddressHandle::new(name.udp_addr(), name.qpn);
         let fetch = a.result.is_some();
         let mut s = PendingSend::new(

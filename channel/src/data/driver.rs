@@ -573,9 +573,6 @@ impl DataPath {
     /// Hands the traffic logged since to the promotion policy.
     fn note_traffic(&mut self, now: Instant) {
         for t in self.st.traffic.drain(..) {
-            if let Some(name) = &t.name {
-                self.paths.learn(&mut self.st.peers, name);
-            }
             self.paths.traffic(now, t.slot, t.len, t.rendezvous);
         }
     }

@@ -225,8 +225,6 @@ struct Receiving {
 /// One message to or from a peer, for the promotion policy.
 pub(crate) struct Traffic {
     pub slot: SlotId,
-    /// Its name, when we sent to it (the AV's).
-    pub name: Option<EpName>,
     pub len: usize,
     pub rendezvous: bool,
 }
@@ -250,6 +248,8 @@ struct StandIns {
     next: u32,
     /// The AV's insertion count when the stand-ins were last looked up in it.
     av_seen: usize,
+    /// The AV's remap count when the peer table's handles were last good (`sync_av`).
+    remaps_seen: usize,
 }
 
 impl std::fmt::Debug for State {
@@ -307,6 +307,7 @@ impl State {
             strangers: StandIns {
                 next: STAND_IN_BASE,
                 av_seen: 0,
+                remaps_seen: 0,
             },
             stats: Stats::default(),
             mrs: SharedMrs::default(),
@@ -329,12 +330,33 @@ impl State {
         self.av.as_ref().ok_or(Errno::OPBADSTATE)
     }
 
+    /// The peer table forgets the handles it knew if the AV remapped any since.
+    fn sync_av(&mut self) {
+        let Some(av) = self.av.as_ref() else { return };
+        let remaps = av.remaps();
+        if remaps != self.strangers.remaps_seen {
+            self.strangers.remaps_seen = remaps;
+            self.peers.forget_handles();
+        }
+    }
+
+    /// The slot and name of AV handle `dest`: from the peer table's index, else from the AV
+    /// (under its lock) once.
+    fn resolve(&mut self, dest: u64) -> Result<(SlotId, EpName)> {
+        self.sync_av();
+        if let Some(slot) = self.peers.of_handle(dest) {
+            let name = self.peers.name(slot).expect("a bound slot holds its name");
+            return Ok((slot, name));
+        }
+        let name = self.av()?.lookup(dest)?;
+        Ok((self.peers.bind(dest, &name), name))
+    }
+
     /// Notes a message for the promotion policy, when peers may be promoted.
-    fn log_traffic(&mut self, slot: SlotId, name: Option<EpName>, len: usize, rendezvous: bool) {
+    fn log_traffic(&mut self, slot: SlotId, len: usize, rendezvous: bool) {
         if self.count_traffic {
             self.traffic.push(Traffic {
                 slot,
-                name,
                 len,
                 rendezvous,
             });
@@ -414,6 +436,8 @@ fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
 
 #[cfg(test)]
 mod atomic_tests;
+#[cfg(test)]
+mod av_tests;
 #[cfg(test)]
 mod copy_tests;
 #[cfg(test)]

@@ -12,7 +12,7 @@ impl RdReceiver for State {
         // Counted once: an early offer it does not take comes again in its turn.
         let comes_again = verdict == Verdict::Ahead && !in_order && !wire::is_data(body);
         if verdict != Verdict::Dropped && !comes_again {
-            self.log_traffic(from, None, body.len(), wire::is_rts(body));
+            self.log_traffic(from, body.len(), wire::is_rts(body));
         }
         match verdict {
             Verdict::Dropped => {}
@@ -115,7 +115,7 @@ impl RdReceiver for State {
         if verdict == Verdict::Dropped {
             return;
         }
-        self.log_traffic(from, None, len - peer::HEADER, false);
+        self.log_traffic(from, len - peer::HEADER, false);
         if verdict == Verdict::Ahead {
             self.peers.taken_ahead(from, seq);
         }

@@ -167,9 +167,19 @@ impl State {
         Ok(())
     }
 
-    pub(super) fn peer_of(&self, from: SlotId) -> PeerId {
+    pub(super) fn peer_of(&mut self, from: SlotId) -> PeerId {
+        self.sync_av();
+        if let Some(h) = self.peers.label(from) {
+            return PeerId(h);
+        }
         let addr = self.peers.addr(from);
-        matcher_id(self.av.as_ref().and_then(|av| av.handle_of(addr))).unwrap_or(UNKNOWN_PEER)
+        match matcher_id(self.av.as_ref().and_then(|av| av.handle_of(addr))) {
+            Some(p) => {
+                self.peers.set_label(from, p.0);
+                p
+            }
+            None => UNKNOWN_PEER,
+        }
     }
 
     /// The matcher's id for the sender of an arriving message: its AV handle, else its

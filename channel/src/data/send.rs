@@ -5,11 +5,10 @@ use super::*;
 
 impl State {
     pub fn send(&mut self, a: SendArgs) -> Result<()> {
-        let name = self.av()?.lookup(a.dest)?;
-        let slot = self.peers.slot(name.udp_addr());
+        let (slot, name) = self.resolve(a.dest)?;
         self.peers.know(slot, name.nonce);
         let len = a.mem.len();
-        self.log_traffic(slot, Some(name), len, len > self.cfg.eager);
+        self.log_traffic(slot, len, len > self.cfg.eager);
         let inject = a.flags & FI_INJECT != 0;
         if inject && len > INJECT_SIZE {
             return Err(Errno::INVAL);

@@ -259,14 +259,6 @@ impl<R> RcPaths<R> {
         }
     }
 
-    /// A peer's full name, from the address vector, into `peers`: what connecting to it
-    /// needs (kept only if peers may be promoted and it listens).
-    pub fn learn(&self, peers: &mut PeerTable, name: &EpName) {
-        if self.enabled() && name.tcp_port != 0 {
-            peers.learn(name);
-        }
-    }
-
     /// One message to or from slot `slot`'s peer.
     pub fn traffic(&mut self, now: Instant, slot: SlotId, bytes: usize, rendezvous: bool) {
         if self.enabled() {
@@ -567,7 +559,8 @@ impl<R> RcPaths<R> {
                         // The peer's own connection got there first (and took the slot).
                         continue;
                     }
-                    match peers.name(SlotId(id)) {
+                    // A peer that listens: its name says where (a `ud` peer's, port 0).
+                    match peers.name(slot).filter(|n| n.tcp_port != 0) {
                         Some(name) => {
                             self.stats.initiated += 1;
                             let to = Known { slot, name };

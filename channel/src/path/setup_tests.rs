@@ -44,7 +44,7 @@ impl std::ops::DerefMut for Side {
 
 impl Side {
     fn learn(&mut self, name: &EpName) {
-        self.paths.learn(&mut self.rx.0, name);
+        self.rx.0.learn(name);
     }
 
     fn traffic(&mut self, now: Instant, addr: SocketAddr, bytes: usize, rendezvous: bool) {

@@ -6,10 +6,16 @@
 //! (`order`), so the matcher sees MPI's send order whatever paths the messages took.
 //!
 //! [`PeerTable`] holds one slot per peer, numbered in order of first contact ([`SlotId`]): its
-//! datagram address, its full name once the address vector gives it, and its sequences. A
-//! datagram address is looked up once (`slot`, `find`); the promotion policy knows peers by
-//! their slot number. A peer that sends before our address vector holds it (a stand-in) gets
-//! a slot like any other.
+//! datagram address, its full name once the address vector gives it, its sequences and its
+//! paths. A datagram address is looked up once, at ingress (`slot`, `find`); a send finds its
+//! slot by the address vector's handle (`of_handle`), as libfabric's tcp provider finds its
+//! connections by AV index; the promotion policy knows peers by their slot number. A peer
+//! that sends before our address vector holds it (a stand-in) gets a slot like any other.
+//!
+//! Slots are per peer, not per handle: an address vector may give one peer several handles
+//! (a restarted peer's new name on the same address) and never reuses one, so the table
+//! keeps an index from handle to slot beside the slots, forgotten whenever the address
+//! vector says handles were remapped (`forget_handles`).
 //!
 //! An epoch is an endpoint's nonce (`header::epoch`). A peer's epoch comes from the address
 //! vector when we send to it, and from its messages; a new one is a new incarnation of the
@@ -72,9 +78,16 @@ struct Slot {
     stand_in: Option<PeerId>,
     /// When it was last heard from while a rendezvous receive waited.
     heard: Option<Instant>,
+    /// The handle whose name `name` is, and the address vector's handle for `addr` (what
+    /// the matcher knows its messages by), each [`NO_HANDLE`] until looked up.
+    handle: u32,
+    label: u32,
     seq: Peer,
     paths: PathSet,
 }
+
+/// A slot's handle not looked up (or too large to keep).
+const NO_HANDLE: u32 = u32::MAX;
 
 /// A peer's sequences and epoch.
 struct Peer {
@@ -109,6 +122,8 @@ pub struct PeerTable {
     slots: Vec<Slot>,
     /// The one lookup by datagram address, at ingress.
     by_addr: Map<SocketAddr, SlotId>,
+    /// From the address vector's handles (dense from 0) to slots, [`NO_HANDLE`] where unknown.
+    by_handle: Vec<u32>,
     /// Peers owed an acknowledgement.
     owing: Vec<SlotId>,
     /// Slots with a stand-in id.
@@ -128,6 +143,7 @@ impl PeerTable {
             epoch: header::epoch(nonce),
             slots: Vec::new(),
             by_addr: Map::default(),
+            by_handle: Vec::new(),
             owing: Vec::new(),
             stand_ins: 0,
             stats: PeerStats::default(),
@@ -145,6 +161,8 @@ impl PeerTable {
             name: None,
             stand_in: None,
             heard: None,
+            handle: NO_HANDLE,
+            label: NO_HANDLE,
             seq: Peer::new(),
             paths: PathSet::new(),
         });
@@ -180,6 +198,48 @@ impl PeerTable {
         let id = self.slot(name.udp_addr());
         self.at_mut(id).name = Some(*name);
         id
+    }
+
+    /// The slot of the address vector's handle `h`, if it was bound ([`PeerTable::bind`])
+    /// since the handles were last forgotten.
+    pub fn of_handle(&self, h: u64) -> Option<SlotId> {
+        let s = *self.by_handle.get(usize::try_from(h).ok()?)?;
+        (s != NO_HANDLE && u64::from(self.slots[s as usize].handle) == h).then_some(SlotId(s))
+    }
+
+    /// Handle `h` of the address vector names `name`: its peer's slot learns it, and the
+    /// handle finds the slot from now on.
+    pub fn bind(&mut self, h: u64, name: &EpName) -> SlotId {
+        let id = self.learn(name);
+        if let Ok(i) = u32::try_from(h).map(|i| i as usize) {
+            if i < NO_HANDLE as usize {
+                if self.by_handle.len() <= i {
+                    self.by_handle.resize(i + 1, NO_HANDLE);
+                }
+                self.by_handle[i] = id.0;
+                self.at_mut(id).handle = i as u32;
+            }
+        }
+        id
+    }
+
+    /// The address vector's handle for slot `id`'s address, if looked up since the handles
+    /// were last forgotten.
+    pub fn label(&self, id: SlotId) -> Option<u32> {
+        Some(self.at(id).label).filter(|&l| l != NO_HANDLE)
+    }
+
+    pub fn set_label(&mut self, id: SlotId, h: u32) {
+        self.at_mut(id).label = h;
+    }
+
+    /// The address vector remapped handles: every handle is looked up again.
+    pub fn forget_handles(&mut self) {
+        self.by_handle.clear();
+        for s in &mut self.slots {
+            s.handle = NO_HANDLE;
+            s.label = NO_HANDLE;
+        }
     }
 
     /// The paths to slot `id`'s peer.
@@ -395,6 +455,7 @@ impl PeerTable {
     pub fn memory(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot>()
             + crate::hash::map_bytes(&self.by_addr)
+            + self.by_handle.capacity() * std::mem::size_of::<u32>()
             + self.owing.capacity() * std::mem::size_of::<SlotId>()
             + self.slots.iter().map(|s| s.seq.rx.memory()).sum::<usize>()
     }
@@ -501,5 +562,39 @@ mod tests {
         b.handed(ba);
         let _ = b.stamp(ba, false);
         assert_eq!(b.take_owing(), vec![]);
+    }
+
+    /// Handles find their peer's slot; two handles of one peer (a restart on the same
+    /// address) share its slot, and only the one bound last finds it; nothing survives
+    /// `forget_handles`.
+    #[test]
+    fn handles_index_slots() {
+        let mut t = PeerTable::new(1);
+        let name = |nonce| EpName {
+            ip: "127.0.0.1".parse().unwrap(),
+            udp_port: 7,
+            qpn: 1,
+            tcp_port: 0,
+            nonce,
+        };
+        let other = t.slot(addr(9));
+        assert_eq!(t.of_handle(3), None);
+        let s = t.bind(3, &name(10));
+        assert_ne!(s, other);
+        assert_eq!((t.of_handle(3), t.name(s)), (Some(s), Some(name(10))));
+        assert_eq!(t.bind(5, &name(11)), s, "one peer, one slot");
+        assert_eq!((t.of_handle(5), t.of_handle(3)), (Some(s), None));
+        assert_eq!(t.name(s), Some(name(11)));
+        t.set_label(s, 5);
+        assert_eq!(t.label(s), Some(5));
+        t.forget_handles();
+        assert_eq!((t.of_handle(5), t.label(s)), (None, None));
+        assert_eq!(t.of_handle(u64::MAX), None);
+        assert_eq!(
+            t.bind(u64::MAX, &name(12)),
+            s,
+            "too large to index, still its slot"
+        );
+        assert_eq!(t.of_handle(u64::MAX), None);
     }
 }
