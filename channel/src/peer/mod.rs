@@ -24,7 +24,7 @@ use std::time::Instant;
 use crate::addr::EpName;
 use crate::hash::Map;
 use crate::matching::PeerId;
-pub use header::{PeerHeader, LEN as HEADER};
+pub use header::{Repr as PeerHeader, LEN as HEADER};
 use order::{Reorder, Turn, FIRST};
 
 /// What became of an arriving message.
@@ -321,7 +321,7 @@ impl PeerTable {
 
     /// Judges a message from `src`: its verdict, number, and the message behind the header.
     pub fn arrive<'a>(&mut self, src: SocketAddr, bytes: &'a [u8]) -> (Verdict, u32, &'a [u8]) {
-        let Some((h, body)) = PeerHeader::parse(bytes) else {
+        let Ok((h, body)) = header::split(bytes) else {
             self.stats.short += 1;
             return (Verdict::Dropped, 0, bytes);
         };
@@ -362,7 +362,7 @@ impl PeerTable {
     /// in its turn or ahead of it, if it arrived whole now. Changes nothing: the check before
     /// a message is read in place, whose [`PeerTable::arrive`] comes once it is whole.
     pub fn would_take(&self, src: SocketAddr, bytes: &[u8]) -> bool {
-        let Some((h, _)) = PeerHeader::parse(bytes) else {
+        let Ok((h, _)) = header::split(bytes) else {
             return false;
         };
         h.dst_epoch == self.epoch
@@ -427,7 +427,7 @@ mod tests {
         let m1 = a.stamp(b_addr, false).encode();
         let m2 = a.stamp(b_addr, false).encode();
         assert_eq!(b.arrive(a_addr, &m2).0, Verdict::Ahead);
-        b.hold(a_addr, PeerHeader::parse(&m2).unwrap().0.seq, b"two");
+        b.hold(a_addr, header::split(&m2).unwrap().0.seq, b"two");
         assert_eq!(b.arrive(a_addr, &m1).0, Verdict::Now);
         b.handed(a_addr);
         assert_eq!(b.ready(a_addr).as_deref(), Some(&b"two"[..]));
