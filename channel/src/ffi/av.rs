@@ -36,6 +36,12 @@ impl Object for AddressVector {
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
+    fn fid(&self, fid: sys::fid) -> sys::fid_av {
+        sys::fid_av {
+            fid,
+            ops: ptr::from_ref(&OPS).cast_mut(),
+        }
+    }
 }
 
 /// `fi_av_open`.
@@ -45,23 +51,17 @@ pub(super) unsafe extern "C" fn open(
     av: *mut *mut sys::fid_av,
     context: *mut c_void,
 ) -> c_int {
-    entry("fi_av_open", || {
+    obj::open("fi_av_open", av, context, || {
         let d = obj::get::<Domain>(domain.cast())?;
         let a = attr.as_ref().ok_or(Errno::INVAL)?;
-        let inner = AddressVector::open(
+        AddressVector::open(
             d,
             a.type_,
             a.count,
             a.rx_ctx_bits,
             !a.name.is_null(),
             a.flags,
-        )?;
-        let fid = sys::fid_av {
-            fid: obj::header::<AddressVector>(context),
-            ops: ptr::from_ref(&OPS).cast_mut(),
-        };
-        obj::hand_out(av, fid, inner)?;
-        Ok(0)
+        )
     })
 }
 

@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 use std::time::Duration;
 
 use super::obj::{self, Object};
-use super::panic::{entries, entry, entry_or};
+use super::panic::{entries, entry_or};
 use super::stubs;
 use crate::cntr::Counter;
 use crate::domain::Domain;
@@ -32,6 +32,12 @@ impl Object for Counter {
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
+    fn fid(&self, fid: sys::fid) -> sys::fid_cntr {
+        sys::fid_cntr {
+            fid,
+            ops: std::ptr::from_ref(&OPS).cast_mut(),
+        }
+    }
 }
 
 /// `fi_cntr_open`; a NULL attr means the defaults (completion events, no wait object).
@@ -41,20 +47,14 @@ pub(super) unsafe extern "C" fn open(
     cntr: *mut *mut sys::fid_cntr,
     context: *mut c_void,
 ) -> c_int {
-    entry("fi_cntr_open", || {
+    obj::open("fi_cntr_open", cntr, context, || {
         let d = obj::get::<Domain>(domain.cast())?;
         let (events, wait_obj, flags) = attr
             .as_ref()
             .map_or((sys::FI_CNTR_EVENTS_COMP, sys::FI_WAIT_NONE, 0), |a| {
                 (a.events, a.wait_obj, a.flags)
             });
-        let inner = Counter::open(d, events, wait_obj, flags)?;
-        let fid = sys::fid_cntr {
-            fid: obj::header::<Counter>(context),
-            ops: std::ptr::from_ref(&OPS).cast_mut(),
-        };
-        obj::hand_out(cntr, fid, inner)?;
-        Ok(0)
+        Counter::open(d, events, wait_obj, flags)
     })
 }
 

@@ -34,6 +34,12 @@ impl Object for CompletionQueue {
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
+    fn fid(&self, fid: sys::fid) -> sys::fid_cq {
+        sys::fid_cq {
+            fid,
+            ops: ptr::from_ref(&OPS).cast_mut(),
+        }
+    }
 }
 
 /// `fi_cq_open`.
@@ -43,16 +49,10 @@ pub(super) unsafe extern "C" fn open(
     cq: *mut *mut sys::fid_cq,
     context: *mut c_void,
 ) -> c_int {
-    entry("fi_cq_open", || {
+    obj::open("fi_cq_open", cq, context, || {
         let d = obj::get::<Domain>(domain.cast())?;
         let a = attr.as_ref().ok_or(Errno::INVAL)?;
-        let inner = CompletionQueue::open(d, a.format, a.wait_obj, a.size)?;
-        let fid = sys::fid_cq {
-            fid: obj::header::<CompletionQueue>(context),
-            ops: ptr::from_ref(&OPS).cast_mut(),
-        };
-        obj::hand_out(cq, fid, inner)?;
-        Ok(0)
+        CompletionQueue::open(d, a.format, a.wait_obj, a.size)
     })
 }
 

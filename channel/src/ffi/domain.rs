@@ -6,7 +6,6 @@ use std::os::raw::c_int;
 use std::ptr;
 
 use super::obj::{self, Object};
-use super::panic::entry;
 use super::{atomic, av, cntr, cq, ep, info, mr, stubs};
 use crate::domain::Domain;
 use crate::error::Errno;
@@ -40,6 +39,13 @@ impl Object for Domain {
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
+    fn fid(&self, fid: sys::fid) -> sys::fid_domain {
+        sys::fid_domain {
+            fid,
+            ops: ptr::from_ref(&OPS).cast_mut(),
+            mr: ptr::from_ref(&mr::MR_OPS).cast_mut(),
+        }
+    }
 }
 
 /// `fi_domain`.
@@ -49,18 +55,11 @@ pub(super) unsafe extern "C" fn open(
     domain: *mut *mut sys::fid_domain,
     context: *mut c_void,
 ) -> c_int {
-    entry("fi_domain", || {
+    obj::open("fi_domain", domain, context, || {
         let f = obj::get::<Fabric>(fabric.cast())?;
         let api_version = api_version((*fabric).api_version);
         let info = info::read(info.as_ref().ok_or(Errno::INVAL)?);
-        let inner = Domain::open(f, api_version, &info)?;
-        let fid = sys::fid_domain {
-            fid: obj::header::<Domain>(context),
-            ops: ptr::from_ref(&OPS).cast_mut(),
-            mr: ptr::from_ref(&mr::MR_OPS).cast_mut(),
-        };
-        obj::hand_out(domain, fid, inner)?;
-        Ok(0)
+        Domain::open(f, api_version, &info)
     })
 }
 

@@ -56,6 +56,18 @@ impl Object for Endpoint {
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
+    fn fid(&self, fid: sys::fid) -> sys::fid_ep {
+        sys::fid_ep {
+            fid,
+            ops: ptr::from_ref(&EP_OPS).cast_mut(),
+            cm: ptr::from_ref(&CM_OPS).cast_mut(),
+            msg: ptr::from_ref(&msg::MSG_OPS).cast_mut(),
+            rma: ptr::from_ref(&rma::RMA_OPS).cast_mut(),
+            tagged: ptr::from_ref(&msg::TAGGED_OPS).cast_mut(),
+            atomic: ptr::from_ref(&atomic::ATOMIC_OPS).cast_mut(),
+            collective: ptr::from_ref(&stubs::COLLECTIVE_OPS).cast_mut(),
+        }
+    }
 }
 
 /// `fi_endpoint`.
@@ -65,22 +77,10 @@ pub(super) unsafe extern "C" fn open(
     ep: *mut *mut sys::fid_ep,
     context: *mut c_void,
 ) -> c_int {
-    entry("fi_endpoint", || {
+    obj::open("fi_endpoint", ep, context, || {
         let d = obj::get::<Domain>(domain.cast())?;
         let info = info::read(info.as_ref().ok_or(Errno::INVAL)?);
-        let inner = Endpoint::open(d, d.api_version, &info)?;
-        let fid = sys::fid_ep {
-            fid: obj::header::<Endpoint>(context),
-            ops: ptr::from_ref(&EP_OPS).cast_mut(),
-            cm: ptr::from_ref(&CM_OPS).cast_mut(),
-            msg: ptr::from_ref(&msg::MSG_OPS).cast_mut(),
-            rma: ptr::from_ref(&rma::RMA_OPS).cast_mut(),
-            tagged: ptr::from_ref(&msg::TAGGED_OPS).cast_mut(),
-            atomic: ptr::from_ref(&atomic::ATOMIC_OPS).cast_mut(),
-            collective: ptr::from_ref(&stubs::COLLECTIVE_OPS).cast_mut(),
-        };
-        obj::hand_out(ep, fid, inner)?;
-        Ok(0)
+        Endpoint::open(d, d.api_version, &info)
     })
 }
 

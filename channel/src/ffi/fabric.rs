@@ -6,7 +6,6 @@ use std::os::raw::c_int;
 use std::ptr;
 
 use super::obj::{self, Object};
-use super::panic::entry;
 use super::{domain, loaded, stubs};
 use crate::error::Errno;
 use crate::fabric::Fabric;
@@ -31,6 +30,13 @@ impl Object for Fabric {
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
+    fn fid(&self, fid: sys::fid) -> sys::fid_fabric {
+        sys::fid_fabric {
+            fid,
+            ops: ptr::from_ref(&OPS).cast_mut(),
+            api_version: 0,
+        }
+    }
 }
 
 /// `provider->fabric`. The core sets `api_version` on the new fid after this returns.
@@ -39,19 +45,12 @@ pub(super) unsafe extern "C" fn open(
     fabric: *mut *mut sys::fid_fabric,
     context: *mut c_void,
 ) -> c_int {
-    entry("fabric", || {
+    obj::open("fabric", fabric, context, || {
         let attr = attr.as_ref().ok_or(Errno::INVAL)?;
         if attr.name.is_null() {
             return Err(Errno::INVAL);
         }
         let name = CStr::from_ptr(attr.name).to_string_lossy();
-        let inner = Fabric::open(&name, loaded::config())?;
-        let fid = sys::fid_fabric {
-            fid: obj::header::<Fabric>(context),
-            ops: ptr::from_ref(&OPS).cast_mut(),
-            api_version: 0,
-        };
-        obj::hand_out(fabric, fid, inner)?;
-        Ok(0)
+        Fabric::open(&name, loaded::config())
     })
 }

@@ -36,6 +36,13 @@ impl Object for MemoryRegion {
     fn fi_ops() -> &'static sys::fi_ops {
         &FI_OPS
     }
+    fn fid(&self, fid: sys::fid) -> sys::fid_mr {
+        sys::fid_mr {
+            fid,
+            mem_desc: std::ptr::null_mut(),
+            key: self.key,
+        }
+    }
 }
 
 /// Registers `count` iovecs (at most one: `mr_iov_limit`) under `key`.
@@ -63,12 +70,7 @@ unsafe fn register(
         domain: Arc::clone(d),
         key,
     });
-    let mr = sys::fid_mr {
-        fid: obj::header::<MemoryRegion>(context),
-        mem_desc: std::ptr::null_mut(),
-        key,
-    };
-    if let Err(e) = obj::hand_out(out, mr, inner) {
+    if let Err(e) = obj::hand_out(out, inner, context) {
         d.mrs.remove(key);
         return Err(e);
     }

@@ -18,6 +18,9 @@ pub(super) trait Object: Sized + 'static {
     /// The `fi_ops` table every fid of this class points at: it tells diwarp's fids of this
     /// class apart from anything else the application might pass.
     fn fi_ops() -> &'static sys::fi_ops;
+    /// The fid the application holds for this object, around its `struct fid`: the class's
+    /// operation tables (and, for a registration, its key).
+    fn fid(&self, fid: sys::fid) -> Self::Fid;
 }
 
 /// `fid` is first, so a pointer to the object is a pointer to its fid and to its `struct fid`.
@@ -28,7 +31,7 @@ struct Obj<T: Object> {
 }
 
 /// The `struct fid` header for a new object of class `T`.
-pub(super) fn header<T: Object>(context: *mut c_void) -> sys::fid {
+fn header<T: Object>(context: *mut c_void) -> sys::fid {
     sys::fid {
         fclass: T::CLASS as usize,
         context,
@@ -37,8 +40,10 @@ pub(super) fn header<T: Object>(context: *mut c_void) -> sys::fid {
     }
 }
 
-/// Moves a new object to the heap and returns the fid the application will hold.
-pub(super) fn publish<T: Object>(fid: T::Fid, inner: Arc<T>) -> *mut T::Fid {
+/// Moves a new object to the heap, behind a new fid of its class, and returns the fid the
+/// application will hold.
+fn publish<T: Object>(inner: Arc<T>, context: *mut c_void) -> *mut T::Fid {
+    let fid = inner.fid(header::<T>(context));
     Box::into_raw(Box::new(Obj { fid, inner })).cast()
 }
 
@@ -80,12 +85,29 @@ pub(super) unsafe extern "C" fn fi_close<T: Object>(fid: *mut sys::fid) -> c_int
 /// SAFETY: `out` is null or writable.
 pub(super) unsafe fn hand_out<T: Object>(
     out: *mut *mut T::Fid,
-    fid: T::Fid,
     inner: Arc<T>,
+    context: *mut c_void,
 ) -> Result<()> {
     if out.is_null() {
         return Err(Errno::INVAL);
     }
-    *out = publish(fid, inner);
+    *out = publish(inner, context);
     Ok(())
+}
+
+/// The `open` entry point of class `T` (`fi_domain`, `fi_endpoint`, `fi_cq_open`, …): `make`
+/// checks the arguments and builds the object, which is handed out through `out`. The
+/// out-pointer is checked last, so a call wrong in both reports the other argument's error.
+///
+/// SAFETY: `out` is null or writable; `make` may rely on what its caller's SAFETY says.
+pub(super) unsafe fn open<T: Object>(
+    what: &str,
+    out: *mut *mut T::Fid,
+    context: *mut c_void,
+    make: impl FnOnce() -> Result<Arc<T>>,
+) -> c_int {
+    entry(what, || {
+        hand_out(out, make()?, context)?;
+        Ok(0)
+    })
 }

@@ -354,6 +354,51 @@ fn foreign_fids_are_refused() {
     }
 }
 
+/// The open calls' shared edge (`obj::open`): the arguments are checked before the
+/// out-pointer, and the new fid names its class, its context and its class's operations.
+#[test]
+fn opens_check_arguments_then_the_out_pointer() {
+    unsafe {
+        let o = open_all();
+        let cq_open = (*(*o.dom).ops).cq_open.unwrap();
+        let mut attr = fi_cq_attr {
+            format: FI_CQ_FORMAT_TAGGED,
+            wait_obj: FI_WAIT_NONE,
+            ..Default::default()
+        };
+        let mut cq = null_mut();
+        let cntr_as_domain = o.cntr.cast();
+        assert_eq!(
+            cq_open(cntr_as_domain, &mut attr, &mut cq, null_mut()),
+            neg(FI_EINVAL)
+        );
+        assert_eq!(
+            cq_open(o.dom, null_mut(), &mut cq, null_mut()),
+            neg(FI_EINVAL)
+        );
+        assert_eq!(
+            cq_open(o.dom, &mut attr, null_mut(), null_mut()),
+            neg(FI_EINVAL)
+        );
+        attr.wait_obj = FI_WAIT_FD;
+        assert_eq!(
+            cq_open(o.dom, &mut attr, null_mut(), null_mut()),
+            Errno::NOSYS.ret(),
+            "the out-pointer is checked last"
+        );
+        assert!(cq.is_null());
+        attr.wait_obj = FI_WAIT_NONE;
+        let context = ptr::without_provenance_mut::<c_void>(0x5eed);
+        assert_eq!(cq_open(o.dom, &mut attr, &mut cq, context), 0);
+        assert_eq!((*cq).fid.fclass, FI_CLASS_CQ as usize);
+        assert_eq!((*cq).fid.context, context);
+        assert!(ptr::eq((*cq).ops, (*o.cq).ops));
+        assert!(ptr::eq((*cq).fid.ops, (*o.cq).fid.ops));
+        assert_eq!(close(ptr::addr_of_mut!((*cq).fid)), 0);
+        close_all(o);
+    }
+}
+
 #[test]
 fn getinfo_refuses_layering_probes() {
     unsafe {

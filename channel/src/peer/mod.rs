@@ -31,7 +31,7 @@ use crate::addr::EpName;
 use crate::hash::Map;
 use crate::matching::PeerId;
 use crate::path::set::PathSet;
-pub use header::{PeerHeader, LEN as HEADER};
+pub use header::{Repr as PeerHeader, LEN as HEADER};
 use order::{Reorder, Turn, FIRST};
 
 /// What became of an arriving message.
@@ -379,7 +379,7 @@ impl PeerTable {
     /// Judges a message from slot `id`'s peer: its verdict, number, and the message behind
     /// the header.
     pub fn arrive<'a>(&mut self, id: SlotId, bytes: &'a [u8]) -> (Verdict, u32, &'a [u8]) {
-        let Some((h, body)) = PeerHeader::parse(bytes) else {
+        let Ok((h, body)) = header::split(bytes) else {
             self.stats.short += 1;
             return (Verdict::Dropped, 0, bytes);
         };
@@ -420,7 +420,7 @@ impl PeerTable {
     /// in its turn or ahead of it, if it arrived whole now. Changes nothing: the check before
     /// a message is read in place, whose [`PeerTable::arrive`] comes once it is whole.
     pub fn would_take(&self, id: SlotId, bytes: &[u8]) -> bool {
-        let Some((h, _)) = PeerHeader::parse(bytes) else {
+        let Ok((h, _)) = header::split(bytes) else {
             return false;
         };
         let p = &self.at(id).seq;
@@ -481,7 +481,7 @@ mod tests {
         let m1 = a.stamp(ab, false).encode();
         let m2 = a.stamp(ab, false).encode();
         assert_eq!(b.arrive(ba, &m2).0, Verdict::Ahead);
-        b.hold(ba, PeerHeader::parse(&m2).unwrap().0.seq, b"two");
+        b.hold(ba, header::split(&m2).unwrap().0.seq, b"two");
         assert_eq!(b.arrive(ba, &m1).0, Verdict::Now);
         b.handed(ba);
         assert_eq!(b.ready(ba).as_deref(), Some(&b"two"[..]));
