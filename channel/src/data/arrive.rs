@@ -30,6 +30,8 @@ impl State {
                 return;
             }
         };
+        // Where its answers go: the queue pair it came from.
+        self.peers.heard_qpn(from, qpn);
         match msg {
             Msg::Eager { m, payload } => {
                 let header = Header {
@@ -53,7 +55,6 @@ impl State {
                     self.stats.malformed += 1;
                     return;
                 };
-                let reply = AddressHandle::new(self.peers.addr(from), qpn);
                 let header = Header {
                     peer,
                     tag: m.tag,
@@ -61,15 +62,14 @@ impl State {
                     len,
                     protocol: Protocol::Rendezvous { handle },
                 };
-                let arrival = self.rx.matcher.arrive(m.kind, header, |_| Held::Rndv {
-                    handle,
-                    from: reply,
-                    slot: from,
-                });
+                let arrival = self
+                    .rx
+                    .matcher
+                    .arrive(m.kind, header, |_| Held::Rndv { handle, from });
                 match arrival {
                     Arrival::Matched(d) => {
                         let pushes = if pushed { Pushes::Coming } else { Pushes::None };
-                        self.start_rndv(m.kind, d, handle, (from, reply), pushes);
+                        self.start_rndv(m.kind, d, handle, from, pushes);
                     }
                     Arrival::Buffered(_) if pushed => self.rx.parked.open((from, handle)),
                     Arrival::Buffered(_) => {}
@@ -99,27 +99,15 @@ impl State {
                 id,
                 last,
                 payload,
-            } => self.on_write(
-                AddressHandle::new(self.peers.addr(from), qpn),
-                key,
-                addr,
-                (id, last),
-                payload,
-            ),
-            Msg::Read { id, key, addr, len } => self.on_read(
-                AddressHandle::new(self.peers.addr(from), qpn),
-                id,
-                key,
-                addr,
-                len,
-            ),
+            } => self.on_write(from, key, addr, (id, last), payload),
+            Msg::Read { id, key, addr, len } => self.on_read(from, id, key, addr, len),
             Msg::ReadData {
                 id,
                 offset,
                 payload,
             } => self.on_read_data(from, id, offset, payload),
             Msg::RmaAnswer { id, errno, last } => self.on_rma_answer(from, id, errno, last),
-            Msg::Atomic(r) => self.on_atomic(AddressHandle::new(self.peers.addr(from), qpn), r),
+            Msg::Atomic(r) => self.on_atomic(from, r),
             Msg::AtomicAnswer { id, errno, fetched } => {
                 self.on_atomic_answer(from, id, errno, fetched)
             }

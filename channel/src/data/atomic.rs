@@ -66,7 +66,7 @@ impl State {
         let (slot, name) = self.resolve(a.dest)?;
         self.peers.know(slot, name.nonce);
         self.log_traffic(slot, len, false);
-        let to = AddressHandle::new(name.udp_addr(), name.qpn);
+        let to = slot;
         let fetch = a.result.is_some();
         let mut s = PendingSend::new(
             Op::Atomic { fetch },
@@ -75,7 +75,7 @@ impl State {
             a.flags,
             0,
             len,
-            (slot, to),
+            to,
         );
         if self.is_self(&name) {
             // Our own region: no queue pair involved.
@@ -150,7 +150,7 @@ impl State {
     }
 
     /// A peer's ATOMIC on our region: applied, and answered.
-    pub(super) fn on_atomic(&mut self, from: AddressHandle, r: AtomicRequest<'_>) {
+    pub(super) fn on_atomic(&mut self, from: SlotId, r: AtomicRequest<'_>) {
         let op = AtomicOp::from_code(r.op);
         let dt = Datatype::from_code(r.datatype);
         let (Some(op), Some(dt)) = (op, dt) else {
@@ -172,19 +172,29 @@ impl State {
         }
     }
 
-    fn atomic_refused_access(&mut self, to: AddressHandle, id: u64, why: Refusal) {
+    fn atomic_refused_access(&mut self, to: SlotId, id: u64, why: Refusal) {
         self.stats.rma_refused += 1;
-        diag!(Warn, EpData, "atomic from {} refused: {why}", to.addr);
+        diag!(
+            Warn,
+            EpData,
+            "atomic from {} refused: {why}",
+            self.peers.addr(to)
+        );
         self.atomic_answer(to, id, u64::from(Errno::ACCES.0), &[]);
     }
 
-    fn atomic_refused(&mut self, to: AddressHandle, id: u64, e: Errno, why: &str) {
+    fn atomic_refused(&mut self, to: SlotId, id: u64, e: Errno, why: &str) {
         self.stats.malformed += 1;
-        diag!(Warn, EpData, "atomic from {} refused: {why}", to.addr);
+        diag!(
+            Warn,
+            EpData,
+            "atomic from {} refused: {why}",
+            self.peers.addr(to)
+        );
         self.atomic_answer(to, id, u64::from(e.0), &[]);
     }
 
-    fn atomic_answer(&mut self, to: AddressHandle, id: u64, errno: u64, fetched: &[u8]) {
+    fn atomic_answer(&mut self, to: SlotId, id: u64, errno: u64, fetched: &[u8]) {
         let mut bytes = Vec::with_capacity(wire::ATOMIC_ANSWER_HEADER + fetched.len());
         wire::atomic_answer(&mut bytes, self.cfg.name.qpn, id, errno);
         bytes.extend_from_slice(fetched);
@@ -202,7 +212,7 @@ impl State {
             .tx
             .sends
             .get_mut(&id)
-            .filter(|s| matches!(s.op, Op::Atomic { .. }) && s.slot == from && !s.cleared)
+            .filter(|s| matches!(s.op, Op::Atomic { .. }) && s.to == from && !s.cleared)
         else {
             self.stats.stray += 1;
             return;
@@ -217,7 +227,7 @@ impl State {
                 Warn,
                 EpData,
                 "atomic at {} failed: the target answered {e:?}",
-                s.to.addr
+                self.peers.addr(s.to)
             );
             return self.report(s, Some(e));
         }

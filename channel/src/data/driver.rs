@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iwarp::verbs::{
-    AddressHandle, QpConfig, QueuePair, RdQp, SendOpcode, SendWrOwned, WcOpcode, WcStatus,
-    WorkCompletion,
+    QpConfig, QueuePair, RdQp, SendOpcode, SendWrOwned, WcOpcode, WcStatus, WorkCompletion,
 };
 
 use super::ops::{Op, Outgoing, RmaArgs, Role};
@@ -22,7 +21,7 @@ use crate::diag;
 use crate::error::{Errno, Result};
 use crate::params::Config;
 use crate::path::{self, RcPaths};
-use crate::peer;
+use crate::peer::{self, SlotId};
 use crate::sys::FI_PEEK;
 
 /// Longest an RC connection may take to come up (bounded by the peer timeout too).
@@ -373,11 +372,11 @@ impl DataPath {
                     });
                 }
                 self.st.tx.chunks_inflight += 1;
-                let role = Role::Served { id, peer: to.addr };
+                let role = Role::Served { id, peer: to };
                 (to, self.st.tx.bufs.freeze(bytes), Vec::new(), role)
             }
         };
-        let slot = self.st.peers.slot(to.addr);
+        let slot = to;
         if let Some(conn) = self.paths.route(&self.st.peers, slot) {
             let header = self
                 .st
@@ -391,18 +390,17 @@ impl DataPath {
                 // The connection broke: RD takes the message, with a number of its own.
                 Err((bytes, role)) => {
                     self.st.peers.unstamp(slot);
-                    return self.post_stamped_rd(slot, to, bytes, &prefix, role, rest);
+                    return self.post_stamped_rd(slot, bytes, &prefix, role, rest);
                 }
             }
         }
-        self.post_stamped_rd(slot, to, bytes, &prefix, role, rest)
+        self.post_stamped_rd(slot, bytes, &prefix, role, rest)
     }
 
     /// Posts over RD behind the next per-peer header and `prefix`.
     fn post_stamped_rd(
         &mut self,
-        slot: peer::SlotId,
-        to: AddressHandle,
+        slot: SlotId,
         bytes: bytes::Bytes,
         prefix: &[u8],
         role: Role,
@@ -413,7 +411,7 @@ impl DataPath {
         head[..peer::HEADER].copy_from_slice(&self.st.peers.stamp(slot, false).encode());
         let head_len = peer::HEADER + prefix.len();
         head[peer::HEADER..head_len].copy_from_slice(prefix);
-        if !self.post_rd(to, bytes, &head[..head_len], role, rest) {
+        if !self.post_rd(slot, bytes, &head[..head_len], role, rest) {
             self.st.peers.unstamp(slot);
         }
     }
@@ -421,7 +419,7 @@ impl DataPath {
     /// Posts `head` and `bytes` over RD; whether the queue pair took it.
     fn post_rd(
         &mut self,
-        to: AddressHandle,
+        to: SlotId,
         bytes: bytes::Bytes,
         head: &[u8],
         role: Role,
@@ -434,11 +432,22 @@ impl DataPath {
             Some(id) => (id, false),
             None => (self.st.id(), !matches!(role, Role::Free)),
         };
+        let Some(ah) = self.st.peers.rd_route(to) else {
+            // Neither its name nor a message of its gave its queue pair.
+            diag!(
+                Warn,
+                EpData,
+                "send to {}: no RD route",
+                self.st.peers.addr(to)
+            );
+            self.st.send_part_done(role, false);
+            return false;
+        };
         let wr = SendWrOwned {
             wr_id,
             opcode: SendOpcode::Send,
             data: bytes,
-            ah: Some(to),
+            ah: Some(ah),
             signaled,
         };
         match self.qp.post_send_prefixed(wr, head) {
@@ -450,7 +459,7 @@ impl DataPath {
                 true
             }
             Err(e) => {
-                diag!(Warn, EpData, "send to {} refused: {e}", to.addr);
+                diag!(Warn, EpData, "send to {} refused: {e}", ah.addr);
                 self.st.send_part_done(role, false);
                 false
             }

@@ -36,7 +36,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use iwarp::verbs::{AddressHandle, RdReceiver};
+use iwarp::verbs::RdReceiver;
 
 use crate::addr::EpName;
 use crate::av::{AddressVector, ADDR_NOTAVAIL};

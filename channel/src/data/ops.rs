@@ -1,9 +1,6 @@
 //! The records the data path keeps per operation.
 
-use std::net::SocketAddr;
 use std::time::Instant;
-
-use iwarp::verbs::AddressHandle;
 
 use super::push::PushKey;
 use crate::matching::{Delivery, Kind};
@@ -62,11 +59,7 @@ pub enum Held {
     /// The eager bytes, copied out of the receive buffer.
     Eager(Box<[u8]>),
     /// A rendezvous request: where to send the clear-to-send.
-    Rndv {
-        handle: u64,
-        from: AddressHandle,
-        slot: SlotId,
-    },
+    Rndv { handle: u64, from: SlotId },
 }
 
 /// An RMA operation, as the application posted it (`rma.rs`).
@@ -122,9 +115,8 @@ pub struct PendingSend {
     pub len: usize,
     /// Rendezvous: the data, read when the clear-to-send comes.
     pub mem: Option<UserMem>,
-    pub to: AddressHandle,
-    /// The peer's slot, which its answers come from.
-    pub slot: SlotId,
+    /// The peer, which its answers come from.
+    pub to: SlotId,
     /// Queue-pair sends of this operation not yet acknowledged or not yet posted.
     pub outstanding: u32,
     /// Rendezvous: the receiver has answered (and `outstanding` counts the chunks).
@@ -143,7 +135,7 @@ impl PendingSend {
         flags: u64,
         tag: u64,
         len: usize,
-        (slot, to): (SlotId, AddressHandle),
+        to: SlotId,
     ) -> PendingSend {
         PendingSend {
             op,
@@ -154,7 +146,6 @@ impl PendingSend {
             len,
             mem: None,
             to,
-            slot,
             outstanding: 1,
             cleared: true,
             pushed: 0,
@@ -192,7 +183,7 @@ pub enum Role {
     Ping { peer: SlotId },
     /// A READ_DATA chunk served to `peer`'s read `id`: the chunk window waits on it, and
     /// its failure (the peer is gone) drops the rest of the read.
-    Served { id: u64, peer: SocketAddr },
+    Served { id: u64, peer: SlotId },
     /// Control traffic and injects: nothing waits on it.
     Free,
 }
@@ -234,7 +225,7 @@ impl Role {
 #[derive(Debug)]
 pub enum Outgoing {
     Message {
-        to: AddressHandle,
+        to: SlotId,
         bytes: bytes::Bytes,
         role: Role,
     },
@@ -250,7 +241,7 @@ pub enum Outgoing {
     /// posted one READ_DATA chunk at a time, each copied from the region when posted (the
     /// region may change or go before the peer acknowledges it), the rest queued again.
     Served {
-        to: AddressHandle,
+        to: SlotId,
         id: u64,
         key: u64,
         addr: u64,
@@ -260,7 +251,7 @@ pub enum Outgoing {
     /// A message sent over an RC connection that went before the peer acknowledged it: sent
     /// again over RD as it was, its per-peer header (`head`) and number unchanged.
     Again {
-        to: AddressHandle,
+        to: SlotId,
         head: Vec<u8>,
         data: bytes::Bytes,
         role: Role,

@@ -64,13 +64,13 @@ impl State {
                 d.recv.mem.write_at(d.offset, &bytes[..d.placed]);
                 self.finish_recv(kind, &d, false);
             }
-            Held::Rndv { handle, from, slot } => {
+            Held::Rndv { handle, from } => {
                 let pushes = self
                     .rx
                     .parked
-                    .take((slot, handle))
+                    .take((from, handle))
                     .map_or(Pushes::None, Pushes::Parked);
-                self.start_rndv(kind, t.delivery, handle, (slot, from), pushes);
+                self.start_rndv(kind, t.delivery, handle, from, pushes);
             }
         }
     }
@@ -138,8 +138,8 @@ impl State {
 
     /// A buffered message is dropped: a rendezvous sender is told to send nothing.
     pub(super) fn release(&mut self, held: Held) {
-        if let Held::Rndv { handle, from, slot } = held {
-            self.rx.parked.take((slot, handle));
+        if let Held::Rndv { handle, from } = held {
+            self.rx.parked.take((from, handle));
             self.send_cts(from, handle, 0, 0, false);
         }
     }
@@ -298,7 +298,7 @@ impl State {
         kind: Kind,
         d: Delivery<Recv>,
         handle: u64,
-        (slot, from): (SlotId, AddressHandle),
+        from: SlotId,
         pushes: Pushes,
     ) {
         if d.placed == 0 {
@@ -312,27 +312,27 @@ impl State {
         let recv_id = self.id();
         let taken = !matches!(pushes, Pushes::None);
         self.send_cts(from, handle, recv_id, d.placed, taken);
-        let key = (slot, handle);
+        let key = (from, handle);
         self.rx.rndv.insert(
             recv_id,
             RndvRecv {
                 kind,
                 delivery: d,
-                from: slot,
+                from,
                 got: 0,
                 last: self.now,
                 push_key: taken.then_some(key),
             },
         );
         // Its RTS is what was just heard from the sender (stamped with its batch).
-        self.heard_from(slot);
+        self.heard_from(from);
         if taken {
             self.rx.pushing_into.insert(key, recv_id);
         }
         // Held chunks go in as later ones will; the last byte completes the receive.
         if let Pushes::Parked(pieces) = pushes {
             for (offset, bytes) in pieces {
-                self.push_into(slot, recv_id, offset, &bytes, false);
+                self.push_into(from, recv_id, offset, &bytes, false);
             }
         }
     }

@@ -24,7 +24,7 @@ impl State {
         if inject && (!write || len > INJECT_SIZE) {
             return Err(Errno::INVAL);
         }
-        let to = AddressHandle::new(name.udp_addr(), name.qpn);
+        let to = slot;
         if a.addr.checked_add(len as u64).is_none() {
             return Err(Errno::INVAL);
         }
@@ -37,7 +37,7 @@ impl State {
         } else {
             Op::Read { got: 0 }
         };
-        let mut s = PendingSend::new(op, Kind::Msg, a.context, a.flags, 0, len, (slot, to));
+        let mut s = PendingSend::new(op, Kind::Msg, a.context, a.flags, 0, len, to);
         if self.is_self(&name) {
             // Our own region: no queue pair involved.
             let done = self.local_rma(write, &a);
@@ -100,7 +100,7 @@ impl State {
     /// A peer's WRITE into our region `key`; the last of a write is answered.
     pub(super) fn on_write(
         &mut self,
-        from: AddressHandle,
+        from: SlotId,
         key: u64,
         addr: u64,
         (id, last): (u64, bool),
@@ -119,7 +119,7 @@ impl State {
 
     /// A peer's READ of our region `key`: the answer is queued as one entry that posts its
     /// chunks one by one, each copied from the region when it is posted.
-    pub(super) fn on_read(&mut self, from: AddressHandle, id: u64, key: u64, addr: u64, len: u64) {
+    pub(super) fn on_read(&mut self, from: SlotId, id: u64, key: u64, addr: u64, len: u64) {
         let checked = usize::try_from(len)
             .map_err(|_| Refusal::Bounds {
                 start: addr,
@@ -155,7 +155,7 @@ impl State {
             return;
         };
         // READ_DATA comes in order: each chunk starts where the last ended.
-        let (Op::Read { got }, Some(mem), true) = (&mut s.op, &s.mem, s.slot == from) else {
+        let (Op::Read { got }, Some(mem), true) = (&mut s.op, &s.mem, s.to == from) else {
             self.stats.malformed += 1;
             return;
         };
@@ -180,7 +180,7 @@ impl State {
             .tx
             .sends
             .get_mut(&id)
-            .filter(|s| s.op != Op::Send && s.slot == from)
+            .filter(|s| s.op != Op::Send && s.to == from)
         else {
             self.stats.stray += 1;
             return;
@@ -202,7 +202,7 @@ impl State {
                     Warn,
                     EpData,
                     "RMA read from {} failed: the target refused it",
-                    s.to.addr
+                    self.peers.addr(s.to)
                 );
                 self.report(s, Some(Errno::ACCES));
             }
@@ -211,13 +211,18 @@ impl State {
     }
 
     /// Counts and logs a refused access, and tells the initiator (`last`: the write's last).
-    pub(super) fn refuse(&mut self, to: AddressHandle, id: u64, why: Refusal, last: bool) {
+    pub(super) fn refuse(&mut self, to: SlotId, id: u64, why: Refusal, last: bool) {
         self.stats.rma_refused += 1;
-        diag!(Warn, EpData, "RMA from {} refused: {why}", to.addr);
+        diag!(
+            Warn,
+            EpData,
+            "RMA from {} refused: {why}",
+            self.peers.addr(to)
+        );
         self.answer(to, id, u64::from(Errno::ACCES.0), last);
     }
 
-    fn answer(&mut self, to: AddressHandle, id: u64, errno: u64, last: bool) {
+    fn answer(&mut self, to: SlotId, id: u64, errno: u64, last: bool) {
         let mut bytes = Vec::with_capacity(wire::RMA_ANSWER_LEN);
         wire::rma_answer(&mut bytes, self.cfg.name.qpn, id, errno, last);
         self.submit(Outgoing::Message {

@@ -19,7 +19,7 @@ impl State {
             data: a.data,
             len: len as u64,
         };
-        let to = AddressHandle::new(name.udp_addr(), name.qpn);
+        let to = slot;
         self.stats.sent += 1;
         if self.is_self(&name) {
             // To itself: no queue pair involved, and no rendezvous needed.
@@ -32,8 +32,7 @@ impl State {
             return Ok(());
         }
         let id = self.id();
-        let pending =
-            PendingSend::new(Op::Send, a.kind, a.context, a.flags, a.tag, len, (slot, to));
+        let pending = PendingSend::new(Op::Send, a.kind, a.context, a.flags, a.tag, len, to);
         // An inject is copied whatever the eager size: its buffer is the caller's again at once.
         if len <= self.cfg.eager || inject {
             let mut bytes = self.tx.bufs.take(MATCH_HEADER + len);
@@ -146,7 +145,7 @@ impl State {
                 if !ok {
                     self.tx.backlog.retain(|o| {
                         !matches!(o, Outgoing::Served { id: i, to, .. }
-                            if *i == id && to.addr == peer)
+                            if *i == id && *to == peer)
                     });
                 }
                 return;
@@ -160,7 +159,7 @@ impl State {
                     EpData,
                     "{} to {} failed: the peer did not acknowledge it",
                     s.op.name(),
-                    s.to.addr
+                    self.peers.addr(s.to)
                 );
                 self.report(s, Some(Errno(FI_EIO as u32)));
             }
@@ -183,7 +182,7 @@ impl State {
                     Warn,
                     EpData,
                     "RMA write to {} failed: the target refused it",
-                    s.to.addr
+                    self.peers.addr(s.to)
                 );
             }
             self.report(s, refused.then_some(Errno::ACCES));
@@ -225,7 +224,7 @@ impl State {
         taken: bool,
     ) {
         // Only from the send's receiver: handles are sequential, so another peer could name it.
-        let Some(s) = self.tx.sends.get_mut(&handle).filter(|s| s.slot == from) else {
+        let Some(s) = self.tx.sends.get_mut(&handle).filter(|s| s.to == from) else {
             self.stats.stray += 1;
             return;
         };
@@ -257,7 +256,7 @@ impl State {
 
     pub(super) fn send_cts(
         &mut self,
-        to: AddressHandle,
+        to: SlotId,
         handle: u64,
         recv_id: u64,
         wanted: usize,
@@ -290,7 +289,7 @@ impl State {
             .tx
             .sends
             .iter()
-            .filter(|(_, s)| s.slot == peer)
+            .filter(|(_, s)| s.to == peer)
             .map(|(&id, _)| id)
             .collect();
         for id in ids {
@@ -300,7 +299,7 @@ impl State {
                     EpData,
                     "{} to {} failed: the peer is gone",
                     s.op.name(),
-                    s.to.addr
+                    self.peers.addr(s.to)
                 );
                 self.report(s, Some(Errno(FI_EIO as u32)));
             }
@@ -313,22 +312,22 @@ impl State {
     /// the sends (a receiver that merely has not posted its receive yet acknowledges it). The
     /// PING also tells the peer's receives from us that we are alive.
     pub(super) fn ping_peers(&mut self) {
-        let mut peers: Vec<(SlotId, AddressHandle)> = self
+        let mut peers: Vec<SlotId> = self
             .tx
             .sends
             .values()
             .filter(|s| s.mem.is_some() || !s.cleared)
-            .map(|s| (s.slot, s.to))
+            .map(|s| s.to)
             .collect();
-        peers.sort_unstable_by_key(|&(slot, to)| (slot, to.qpn));
+        peers.sort_unstable();
         peers.dedup();
-        for (slot, to) in peers {
+        for to in peers {
             let mut bytes = Vec::with_capacity(wire::PING_LEN);
             wire::ping(&mut bytes, self.cfg.name.qpn);
             self.submit(Outgoing::Message {
                 to,
                 bytes: bytes.into(),
-                role: Role::Ping { peer: slot },
+                role: Role::Ping { peer: to },
             });
         }
     }

@@ -9,8 +9,7 @@ use std::time::Instant;
 use nix::sys::socket::MsgFlags;
 
 use iwarp::verbs::{
-    AddressHandle, Bytes, QpState, QueuePair, RcQp, RdReceiver, SendOpcode, SendWrOwned,
-    WorkCompletion,
+    Bytes, QpState, QueuePair, RcQp, RdReceiver, SendOpcode, SendWrOwned, WorkCompletion,
 };
 
 use super::set::Rail;
@@ -236,11 +235,9 @@ impl<R> Conn<R> {
         self.unacked.is_empty()
     }
 
-    /// What the peer has not acknowledged, in order, for sending again on the peer's RD path
-    /// (`to`).
-    pub fn take_unacked(&mut self) -> (AddressHandle, VecDeque<Unacked<R>>) {
-        let to = AddressHandle::new(self.name.udp_addr(), self.name.qpn);
-        (to, std::mem::take(&mut self.unacked))
+    /// What the peer has not acknowledged, in order, for sending again on its RD path.
+    pub fn take_unacked(&mut self) -> VecDeque<Unacked<R>> {
+        std::mem::take(&mut self.unacked)
     }
 
     /// Heap bytes: the queue pair's buffers, the list and the messages' bytes it keeps (the

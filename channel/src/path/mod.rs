@@ -26,9 +26,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use iwarp::verbs::{
-    AddressHandle, QpConfig, QueuePair, RcQp, RdReceiver, VerbsError, WorkCompletion,
-};
+use iwarp::verbs::{QpConfig, QueuePair, RcQp, RdReceiver, VerbsError, WorkCompletion};
 use policies::promote::{Answer, Decision, Mode, Policy, Refusal};
 
 use crate::addr::EpName;
@@ -71,7 +69,7 @@ pub struct PathStats {
 /// What became of the messages of connections that went, for the data path.
 pub struct Gone<R> {
     /// Sent again over RD, in order, per peer: the connection closed or broke.
-    pub resend: Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+    pub resend: Vec<(SlotId, VecDeque<Unacked<R>>)>,
     /// Failed: the peer stopped acknowledging.
     pub failed: Vec<R>,
 }
@@ -342,7 +340,7 @@ impl<R> RcPaths<R> {
         &mut self,
         now: Instant,
         peers: &mut PeerTable,
-        resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+        resend: &mut Vec<(SlotId, VecDeque<Unacked<R>>)>,
     ) {
         let mut i = 0;
         while i < self.setups.list.len() {
@@ -391,7 +389,7 @@ impl<R> RcPaths<R> {
         now: Instant,
         peers: &mut PeerTable,
         pd: &[u8],
-        resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+        resend: &mut Vec<(SlotId, VecDeque<Unacked<R>>)>,
     ) -> Result<Known, Reason> {
         let peer = EpName::decode(pd).map_err(|_| Reason::Foreign)?;
         if !self.enabled() {
@@ -431,7 +429,7 @@ impl<R> RcPaths<R> {
         peers: &mut PeerTable,
         p: Pending,
         est: iwarp::verbs::Established,
-        resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+        resend: &mut Vec<(SlotId, VecDeque<Unacked<R>>)>,
     ) {
         let Some(Known {
             slot,
@@ -593,7 +591,7 @@ impl<R> RcPaths<R> {
         now: Instant,
         peers: &mut PeerTable,
         id: ConnId,
-        resend: &mut Vec<(AddressHandle, VecDeque<Unacked<R>>)>,
+        resend: &mut Vec<(SlotId, VecDeque<Unacked<R>>)>,
     ) {
         let (to, unacked) = self.close(now, peers, id);
         self.stats.resent += unacked.len() as u64;
@@ -609,10 +607,10 @@ impl<R> RcPaths<R> {
         now: Instant,
         peers: &mut PeerTable,
         id: ConnId,
-    ) -> (AddressHandle, VecDeque<Unacked<R>>) {
+    ) -> (SlotId, VecDeque<Unacked<R>>) {
         let mut c = self.remove(peers, id);
         self.policy.closed(now, c.slot.0);
-        c.take_unacked()
+        (c.slot, c.take_unacked())
     }
 
     /// Whether every message sent over RC was acknowledged.

@@ -1,5 +1,6 @@
-//! A peer's paths, kept in its slot of the peer table: which RD routes reach it and which
-//! connections it holds. As quinn-proto keeps a path's state apart from its connection's, the
+//! A peer's paths, kept in its slot of the peer table: its RD route on each rail (the queue
+//! pair number its datagrams go to there, behind the peer's address on that rail; the first
+//! rail's is the slot's own address) and the connections it holds. As quinn-proto keeps a path's state apart from its connection's, the
 //! per-peer layer keeps the sequence and this only names the paths; the connections
 //! themselves live with the RC side (`RcPaths`), found by [`ConnId`] as libfabric's tcp
 //! provider finds its connections by AV index. A peer with no connection costs a few bytes.
@@ -29,8 +30,9 @@ pub enum Route {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PathSet {
-    /// The rails with an RD route to the peer, a bit per rail.
-    rd: u8,
+    /// The peer's queue pair number on each rail, once known (from its name or its first
+    /// message).
+    rd: [Option<u32>; RAILS],
     /// The connection on each rail.
     rc: [Option<ConnId>; RAILS],
 }
@@ -42,12 +44,22 @@ impl Default for PathSet {
 }
 
 impl PathSet {
-    /// A peer first heard of: reachable over RD on the first rail.
+    /// A peer first heard of, its routes not yet known.
     pub fn new() -> PathSet {
         PathSet {
-            rd: 1,
+            rd: [None; RAILS],
             rc: [None; RAILS],
         }
+    }
+
+    /// The peer's queue pair on `rail` is number `qpn`.
+    pub fn set_rd(&mut self, rail: Rail, qpn: u32) {
+        self.rd[rail.0 as usize] = Some(qpn);
+    }
+
+    /// The peer's queue pair number on `rail`, if known.
+    pub fn rd(&self, rail: Rail) -> Option<u32> {
+        self.rd[rail.0 as usize]
     }
 
     /// The connections, first rail first.
@@ -72,7 +84,7 @@ impl PathSet {
     /// The rails with an RD route.
     pub fn rd_rails(&self) -> impl Iterator<Item = Rail> + '_ {
         (0..RAILS as u8)
-            .filter(|r| self.rd & (1 << r) != 0)
+            .filter(|&r| self.rd[r as usize].is_some())
             .map(Rail)
     }
 
@@ -93,6 +105,9 @@ mod tests {
     #[test]
     fn an_open_connection_is_taken_before_rd() {
         let mut p = PathSet::new();
+        assert_eq!(p.route(|_| true), None, "no route known");
+        p.set_rd(Rail(0), 5);
+        assert_eq!(p.rd(Rail(0)), Some(5));
         assert_eq!(p.route(|_| true), Some(Route::Rd(Rail(0))));
         assert!(!p.connected());
         p.set_conn(Rail(0), Some(ConnId(7)));

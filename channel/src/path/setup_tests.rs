@@ -57,7 +57,7 @@ impl Side {
         now: Instant,
         pd: &[u8],
         resend: &mut Vec<(
-            iwarp::verbs::AddressHandle,
+            crate::peer::SlotId,
             std::collections::VecDeque<super::Unacked<()>>,
         )>,
     ) -> Result<EpName, super::Reason> {

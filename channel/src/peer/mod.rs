@@ -30,8 +30,9 @@ use std::time::Instant;
 use crate::addr::EpName;
 use crate::hash::Map;
 use crate::matching::PeerId;
-use crate::path::set::PathSet;
+use crate::path::set::{PathSet, Rail};
 pub use header::{Repr as PeerHeader, LEN as HEADER};
+use iwarp::verbs::AddressHandle;
 use order::{Reorder, Turn, FIRST};
 
 /// What became of an arriving message.
@@ -196,7 +197,9 @@ impl PeerTable {
     /// A peer's full name, from the address vector: what connecting to it needs.
     pub fn learn(&mut self, name: &EpName) -> SlotId {
         let id = self.slot(name.udp_addr());
-        self.at_mut(id).name = Some(*name);
+        let s = self.at_mut(id);
+        s.name = Some(*name);
+        s.paths.set_rd(Rail(0), name.qpn);
         id
     }
 
@@ -205,6 +208,18 @@ impl PeerTable {
     pub fn of_handle(&self, h: u64) -> Option<SlotId> {
         let s = *self.by_handle.get(usize::try_from(h).ok()?)?;
         (s != NO_HANDLE && u64::from(self.slots[s as usize].handle) == h).then_some(SlotId(s))
+    }
+
+    /// The RD route to slot `id`'s peer on the first rail: its address and queue pair.
+    pub fn rd_route(&self, id: SlotId) -> Option<AddressHandle> {
+        let s = self.at(id);
+        let qpn = s.paths.rd(Rail(0))?;
+        Some(AddressHandle::new(s.addr, qpn))
+    }
+
+    /// Slot `id`'s peer sent from queue pair `qpn` (on the first rail).
+    pub fn heard_qpn(&mut self, id: SlotId, qpn: u32) {
+        self.at_mut(id).paths.set_rd(Rail(0), qpn);
     }
 
     /// Handle `h` of the address vector names `name`: its peer's slot learns it, and the
