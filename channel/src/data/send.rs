@@ -43,7 +43,7 @@ impl State {
             // `fi_tsendmsg`) is done once its bytes are ours, as over TCP once they are in
             // the socket: the queue pair keeps them until they are acknowledged. Otherwise,
             // with more ranks than cores, each such send waits for its peer to get the CPU back
-            // (NPB CG.A on 8 ranks: 0.90-0.93 s against 0.66-0.73 at a 64 KiB eager size).
+            // (channel/BENCHMARKS.md, "NPB per mode").
             let buffered =
                 a.flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) == 0;
             let role = if inject || buffered {

@@ -21,8 +21,16 @@ const READ_CHUNK: usize = 4096;
 pub struct RcSetup {
     stream: TcpStream,
     machine: Startup,
-    /// The TCP connect has not completed yet.
-    connecting: bool,
+    tcp: Tcp,
+}
+
+/// Where the TCP connection under the start-up stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tcp {
+    /// Our connect has not completed yet.
+    Connecting,
+    /// Connected: the MPA start-up exchange runs over it.
+    Up,
 }
 
 fn in_progress(e: &std::io::Error) -> bool {
@@ -47,16 +55,16 @@ impl RcSetup {
             sock.set_send_buffer_size(size)?;
             sock.set_recv_buffer_size(size)?;
         }
-        let connecting = match sock.connect(&addr.into()) {
-            Ok(()) => false,
-            Err(e) if in_progress(&e) => true,
+        let tcp = match sock.connect(&addr.into()) {
+            Ok(()) => Tcp::Up,
+            Err(e) if in_progress(&e) => Tcp::Connecting,
             Err(e) => return Err(e.into()),
         };
         let machine = Startup::initiator(config, private_data, now, config.connect_timeout)?;
         Ok(RcSetup {
             stream: sock.into(),
             machine,
-            connecting,
+            tcp,
         })
     }
 
@@ -78,7 +86,7 @@ impl RcSetup {
         Ok(RcSetup {
             stream,
             machine,
-            connecting: false,
+            tcp: Tcp::Up,
         })
     }
 
@@ -118,7 +126,7 @@ impl RcSetup {
     /// Wait for the socket to become writable (connecting, or start-up bytes to send); else
     /// for it to become readable.
     pub fn wants_write(&self) -> bool {
-        self.connecting || !self.machine.pending_output().is_empty()
+        self.tcp == Tcp::Connecting || !self.machine.pending_output().is_empty()
     }
 
     /// When the set-up fails if it has not finished.
@@ -135,17 +143,17 @@ impl RcSetup {
     /// [`RcQp::finish`](super::RcQp::finish)); `Ok(None)`: not yet; `Err`: the
     /// set-up failed (refused, reset, rejected, garbage, or the deadline passed).
     pub fn progress(&mut self, now: Instant) -> Result<Option<Established>, VerbsError> {
-        if self.connecting {
+        if self.tcp == Tcp::Connecting {
             if let Some(e) = self.stream.take_error()? {
                 return Err(e.into());
             }
             match self.stream.peer_addr() {
-                Ok(_) => self.connecting = false,
+                Ok(_) => self.tcp = Tcp::Up,
                 Err(e) if e.kind() == ErrorKind::NotConnected => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        if !self.connecting {
+        if self.tcp == Tcp::Up {
             if let Err(e) = self.exchange() {
                 // A rejection settled before the socket failed is the reason to give.
                 self.machine.abandon_output();
