@@ -1,42 +1,10 @@
 //! The peer table follows the AV: a send finds its peer by handle, a message's sender is
 //! known by its handle, and both are looked up again once the AV removes or remaps a handle.
 
-use std::sync::Arc;
-
 use super::*;
-use crate::av::AddressVector;
-use crate::endpoint::Bind;
 use crate::params::Config;
-use crate::testutil::domain_with;
 
 use super::tests::*;
-
-/// [`pair`], and each side's AV: handle 0 is A, 1 is B.
-fn pair_and_avs() -> ((Side, Arc<AddressVector>), (Side, Arc<AddressVector>)) {
-    let d = domain_with(Config::default());
-    let (a, acq) = open_side(&d);
-    let (b, bcq) = open_side(&d);
-    let names: Vec<u8> = [a.name(), b.name()]
-        .iter()
-        .flat_map(|n| n.encode())
-        .collect();
-    let mut avs = Vec::new();
-    for (ep, cq) in [(&a, &acq), (&b, &bcq)] {
-        let av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
-        assert_eq!(av.insert(&names, 0).unwrap().count, 2);
-        ep.bind(Bind::Av(av.clone()), 0).unwrap();
-        ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
-            .unwrap();
-        ep.enable().unwrap();
-        avs.push(av);
-    }
-    let bav = avs.pop().unwrap();
-    let aav = avs.pop().unwrap();
-    (
-        (Side { ep: a, cq: acq }, aav),
-        (Side { ep: b, cq: bcq }, bav),
-    )
-}
 
 /// One tagged message from `from` to handle `dest`, received at `to`: the source handle its
 /// completion gives, every byte checked.
@@ -53,7 +21,7 @@ fn exchange(from: &Side, dest: u64, to: &Side, tag: u64) -> Option<u64> {
 
 #[test]
 fn handles_are_looked_up_again_after_the_av_removes_or_remaps_them() {
-    let ((a, aav), (b, bav)) = pair_and_avs();
+    let ((a, aav), (b, bav)) = pair_and_avs(Config::default());
     assert_eq!(exchange(&a, 1, &b, 1), Some(0));
     assert_eq!(exchange(&a, 1, &b, 2), Some(0), "the remembered handle");
 

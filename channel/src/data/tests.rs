@@ -48,6 +48,14 @@ pub(super) fn pair_at_ethernet_datagrams() -> (Side, Side) {
 }
 
 pub(super) fn pair_with(config: Config) -> (Side, Side) {
+    let ((a, _), (b, _)) = pair_and_avs(config);
+    (a, b)
+}
+
+/// [`pair_with`], and each side's AV.
+pub(super) fn pair_and_avs(
+    config: Config,
+) -> ((Side, Arc<AddressVector>), (Side, Arc<AddressVector>)) {
     let d = domain_with(config);
     let (a, acq) = open_side(&d);
     let (b, bcq) = open_side(&d);
@@ -55,15 +63,21 @@ pub(super) fn pair_with(config: Config) -> (Side, Side) {
         .iter()
         .flat_map(|n| n.encode())
         .collect();
+    let mut avs = Vec::new();
     for (ep, cq) in [(&a, &acq), (&b, &bcq)] {
         let av = AddressVector::open(&d, FI_AV_TABLE, 2, 0, false, 0).unwrap();
         assert_eq!(av.insert(&names, 0).unwrap().count, 2);
-        ep.bind(Bind::Av(av), 0).unwrap();
+        ep.bind(Bind::Av(av.clone()), 0).unwrap();
         ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
             .unwrap();
         ep.enable().unwrap();
+        avs.push(av);
     }
-    (Side { ep: a, cq: acq }, Side { ep: b, cq: bcq })
+    let (bav, aav) = (avs.pop().unwrap(), avs.pop().unwrap());
+    (
+        (Side { ep: a, cq: acq }, aav),
+        (Side { ep: b, cq: bcq }, bav),
+    )
 }
 
 /// `body` behind the per-peer header of message `seq` from a peer outside the AV to `to`.
