@@ -324,7 +324,7 @@ impl Default for Config {
             crc_same_host: false,
             datagram_size: None,
             connected_peers: 64,
-            push_size: 4 * crate::data::CHUNK,
+            push_size: 4 * crate::data::wire::CHUNK,
             promote: policies::promote::Config::default(),
             rc_datagram_max: 4096,
         }
@@ -338,7 +338,7 @@ const DATAGRAM_SIZE_RANGE: std::ops::RangeInclusive<usize> = 512..=65_507;
 /// Beyond this many, descriptors run out before the peers do (1024 is a common soft limit).
 const CONNECTED_PEERS_MAX: usize = 4096;
 /// The chunk window holds 16 chunks: more than that ahead of the answer only waits.
-const PUSH_SIZE_MAX: usize = 16 * crate::data::CHUNK;
+const PUSH_SIZE_MAX: usize = 16 * crate::data::wire::CHUNK;
 
 fn spec(name: &str) -> &'static ParamSpec {
     PARAMS.iter().find(|p| p.name == name).expect("listed")

@@ -28,7 +28,7 @@ mod receiver;
 mod recv;
 mod rma;
 mod send;
-mod wire;
+pub(crate) mod wire;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
