@@ -376,12 +376,11 @@ impl DataPath {
                 (to, self.st.tx.bufs.freeze(bytes), Vec::new(), role)
             }
         };
-        let slot = to;
-        if let Some(conn) = self.paths.route(&self.st.peers, slot) {
+        if let Some(conn) = self.paths.route(&self.st.peers, to) {
             let header = self
                 .st
                 .peers
-                .stamp(slot, role.waits_for_peer() || conn.wants_ack());
+                .stamp(to, role.waits_for_peer() || conn.wants_ack());
             match conn.post(header, &prefix, bytes, role) {
                 Ok(()) => {
                     self.paths.stats.rc_messages += 1;
@@ -389,12 +388,12 @@ impl DataPath {
                 }
                 // The connection broke: RD takes the message, with a number of its own.
                 Err((bytes, role)) => {
-                    self.st.peers.unstamp(slot);
-                    return self.post_stamped_rd(slot, bytes, &prefix, role, rest);
+                    self.st.peers.unstamp(to);
+                    return self.post_stamped_rd(to, bytes, &prefix, role, rest);
                 }
             }
         }
-        self.post_stamped_rd(slot, bytes, &prefix, role, rest)
+        self.post_stamped_rd(to, bytes, &prefix, role, rest)
     }
 
     /// Posts over RD behind the next per-peer header and `prefix`.

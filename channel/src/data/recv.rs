@@ -189,12 +189,11 @@ impl State {
         if !self.peers.has_stand_ins() && (peer != UNKNOWN_PEER || self.av.is_none()) {
             return peer;
         }
-        let slot = from;
-        match self.peers.stand_in(slot) {
+        match self.peers.stand_in(from) {
             Some(s) if peer != UNKNOWN_PEER => {
                 // Its earlier messages take the handle first: they are older.
                 self.rx.matcher.relabel(s, peer);
-                self.peers.set_stand_in(slot, None);
+                self.peers.set_stand_in(from, None);
                 peer
             }
             Some(s) => s,
@@ -202,7 +201,7 @@ impl State {
             None => {
                 let s = PeerId(self.strangers.next);
                 self.strangers.next += 1;
-                self.peers.set_stand_in(slot, Some(s));
+                self.peers.set_stand_in(from, Some(s));
                 s
             }
         }

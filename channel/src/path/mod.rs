@@ -618,11 +618,6 @@ impl<R> RcPaths<R> {
         self.conns.iter().all(|(_, c)| c.is_settled())
     }
 
-    /// The peers with a connection.
-    pub fn peers(&self) -> Vec<SlotId> {
-        self.conns.iter().map(|(_, c)| c.slot).collect()
-    }
-
     /// When progress must run next: a set-up's deadline, the policy's next check.
     pub fn next_deadline(&self) -> Option<Instant> {
         let setups = self.setups.next_deadline();

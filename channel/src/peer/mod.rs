@@ -226,15 +226,15 @@ impl PeerTable {
     /// handle finds the slot from now on.
     pub fn bind(&mut self, h: u64, name: &EpName) -> SlotId {
         let id = self.learn(name);
-        if let Ok(i) = u32::try_from(h).map(|i| i as usize) {
-            if i < NO_HANDLE as usize {
-                if self.by_handle.len() <= i {
-                    self.by_handle.resize(i + 1, NO_HANDLE);
-                }
-                self.by_handle[i] = id.0;
-                self.at_mut(id).handle = i as u32;
-            }
+        let Some(h) = u32::try_from(h).ok().filter(|&h| h != NO_HANDLE) else {
+            return id;
+        };
+        let i = h as usize;
+        if self.by_handle.len() <= i {
+            self.by_handle.resize(i + 1, NO_HANDLE);
         }
+        self.by_handle[i] = id.0;
+        self.at_mut(id).handle = h;
         id
     }
 
