@@ -16,7 +16,7 @@ use crate::addr::{EpName, NameError};
 use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
-use crate::hash::Map;
+use crate::hash::Index;
 use crate::log::{misconfigured, Subsys};
 use crate::sys::{FI_AV_MAP, FI_AV_TABLE, FI_AV_UNSPEC, FI_MORE, FI_SYNC_ERR};
 
@@ -46,14 +46,63 @@ pub struct AddressVector {
 #[derive(Debug, Default)]
 struct Table {
     slots: Vec<Option<Slot>>,
-    by_addr: Map<SocketAddr, u64>,
+    /// Handles by their name's datagram address, found through `slots`: a handle's position
+    /// and nothing else, so an entry never contacted costs its slot and a few bytes here.
+    by_addr: Index,
 }
 
-/// A live handle's name, and how many of its inserts are not yet removed.
+/// A live handle's name, laid out flat (an `EpName` beside a count would pad to 48 bytes),
+/// and how many of its inserts are not yet removed.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
-    name: EpName,
+    nonce: u64,
+    qpn: u32,
     inserts: u32,
+    udp_port: u16,
+    tcp_port: u16,
+    ip: std::net::IpAddr,
+}
+
+impl Slot {
+    fn new(n: EpName) -> Slot {
+        Slot {
+            nonce: n.nonce,
+            qpn: n.qpn,
+            inserts: 1,
+            udp_port: n.udp_port,
+            tcp_port: n.tcp_port,
+            ip: n.ip,
+        }
+    }
+
+    fn name(&self) -> EpName {
+        EpName {
+            ip: self.ip,
+            udp_port: self.udp_port,
+            qpn: self.qpn,
+            tcp_port: self.tcp_port,
+            nonce: self.nonce,
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.ip, self.udp_port)
+    }
+}
+
+impl Table {
+    /// The datagram address of handle `h`'s name (the unspecified address for a dead one,
+    /// which no name has: decoding refuses port 0).
+    fn addr_of(slots: &[Option<Slot>], h: u32) -> SocketAddr {
+        slots[h as usize].map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |s| s.addr())
+    }
+
+    fn handle_of(&self, addr: &SocketAddr) -> Option<u64> {
+        let slots = &self.slots;
+        self.by_addr
+            .find(addr, |h| Self::addr_of(slots, h))
+            .map(u64::from)
+    }
 }
 
 /// The outcome of one batch insert: a handle (or [`ADDR_NOTAVAIL`]) per address, how many
@@ -69,8 +118,7 @@ impl AddressVector {
     /// Bytes of the table (a slot per insert, the reverse map), and the names it holds.
     pub fn memory(&self) -> (usize, usize) {
         let t = self.table.read();
-        let bytes = t.slots.capacity() * std::mem::size_of::<Option<Slot>>()
-            + crate::hash::map_bytes(&t.by_addr);
+        let bytes = t.slots.capacity() * std::mem::size_of::<Option<Slot>>() + t.by_addr.bytes();
         (bytes, t.by_addr.len())
     }
 
@@ -102,7 +150,7 @@ impl AddressVector {
             av_type,
             table: RwLock::new(Table {
                 slots: Vec::with_capacity(count.min(1 << 16)),
-                by_addr: Map::default(),
+                by_addr: Index::default(),
             }),
             insertions: AtomicUsize::new(0),
             remaps: AtomicUsize::new(0),
@@ -136,10 +184,8 @@ impl AddressVector {
                     // with two, a receive directed at the older one would never again match
                     // what the peer sends, which arrives under the newer.
                     let same = t
-                        .by_addr
-                        .get(&addr)
-                        .copied()
-                        .filter(|&h| t.slots[h as usize].is_some_and(|s| s.name == name));
+                        .handle_of(&addr)
+                        .filter(|&h| t.slots[h as usize].is_some_and(|s| s.name() == name));
                     let handle = match same {
                         Some(h) => {
                             let slot = t.slots[h as usize].as_mut().expect("live");
@@ -147,10 +193,16 @@ impl AddressVector {
                             h
                         }
                         None => {
-                            let h = t.slots.len() as u64;
-                            t.slots.push(Some(Slot { name, inserts: 1 }));
-                            remapped |= t.by_addr.insert(addr, h).is_some();
-                            h
+                            // Handles are positions in the index: fewer than 2^32 of them.
+                            let Ok(h) = u32::try_from(t.slots.len()) else {
+                                return Err(Errno::NOMEM);
+                            };
+                            t.slots.push(Some(Slot::new(name)));
+                            let Table { slots, by_addr } = &mut *t;
+                            remapped |= by_addr
+                                .insert(&addr, h, |p| Table::addr_of(slots, p))
+                                .is_some();
+                            u64::from(h)
                         }
                     };
                     out.handles.push(handle);
@@ -201,11 +253,11 @@ impl AddressVector {
             if slot.inserts > 0 {
                 continue;
             }
-            let addr = slot.name.udp_addr();
-            t.slots[h as usize] = None;
-            if t.by_addr.get(&addr) == Some(&h) {
-                t.by_addr.remove(&addr);
-            }
+            let addr = slot.addr();
+            let Table { slots, by_addr } = &mut *t;
+            // Before the slot dies: the index finds its entries through the slots.
+            by_addr.remove(&addr, h as u32, |p| Table::addr_of(slots, p));
+            slots[h as usize] = None;
             self.remaps.fetch_add(1, Ordering::Release);
         }
         Ok(())
@@ -215,7 +267,7 @@ impl AddressVector {
         usize::try_from(handle)
             .ok()
             .and_then(|i| self.table.read().slots.get(i).copied().flatten())
-            .map(|s| s.name)
+            .map(|s| s.name())
             .ok_or(Errno::INVAL)
     }
 
@@ -234,12 +286,12 @@ impl AddressVector {
     /// The handles of several addresses, under one lock.
     pub fn handles_of(&self, addrs: impl Iterator<Item = SocketAddr>) -> Vec<Option<u64>> {
         let t = self.table.read();
-        addrs.map(|a| t.by_addr.get(&a).copied()).collect()
+        addrs.map(|a| t.handle_of(&a)).collect()
     }
 
     /// The handle a datagram from `addr` is reported with, if the peer is in the vector.
     pub fn handle_of(&self, addr: SocketAddr) -> Option<u64> {
-        self.table.read().by_addr.get(&addr).copied()
+        self.table.read().handle_of(&addr)
     }
 }
 

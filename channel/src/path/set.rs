@@ -31,10 +31,18 @@ pub enum Route {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PathSet {
     /// The peer's queue pair number on each rail, once known (from its name or its first
-    /// message).
-    rd: [Option<u32>; RAILS],
-    /// The connection on each rail.
-    rc: [Option<ConnId>; RAILS],
+    /// message), else [`NONE`]: a queue pair number has 30 bits.
+    rd: [u32; RAILS],
+    /// The connection on each rail, else [`NONE`] (words, not options: half the bytes in
+    /// every peer's slot).
+    rc: [u32; RAILS],
+}
+
+/// No route or connection.
+const NONE: u32 = u32::MAX;
+
+fn some(v: u32) -> Option<u32> {
+    (v != NONE).then_some(v)
 }
 
 impl Default for PathSet {
@@ -47,44 +55,46 @@ impl PathSet {
     /// A peer first heard of, its routes not yet known.
     pub fn new() -> PathSet {
         PathSet {
-            rd: [None; RAILS],
-            rc: [None; RAILS],
+            rd: [NONE; RAILS],
+            rc: [NONE; RAILS],
         }
     }
 
     /// The peer's queue pair on `rail` is number `qpn`.
     pub fn set_rd(&mut self, rail: Rail, qpn: u32) {
-        self.rd[rail.0 as usize] = Some(qpn);
+        debug_assert_ne!(qpn, NONE, "queue pair numbers have 30 bits");
+        self.rd[rail.0 as usize] = qpn;
     }
 
     /// The peer's queue pair number on `rail`, if known.
     pub fn rd(&self, rail: Rail) -> Option<u32> {
-        self.rd[rail.0 as usize]
+        some(self.rd[rail.0 as usize])
     }
 
     /// The connections, first rail first.
     pub fn conns(&self) -> impl Iterator<Item = ConnId> + '_ {
-        self.rc.iter().flatten().copied()
+        self.rc.iter().filter_map(|&c| some(c)).map(ConnId)
     }
 
     /// Whether the peer holds any connection.
     pub fn connected(&self) -> bool {
-        self.rc.iter().any(Option::is_some)
+        self.rc.iter().any(|&c| c != NONE)
     }
 
     /// The connection on `rail`.
     pub fn conn(&self, rail: Rail) -> Option<ConnId> {
-        self.rc[rail.0 as usize]
+        some(self.rc[rail.0 as usize]).map(ConnId)
     }
 
     pub fn set_conn(&mut self, rail: Rail, c: Option<ConnId>) {
-        self.rc[rail.0 as usize] = c;
+        debug_assert_ne!(c, Some(ConnId(NONE)), "fewer than 2^32 - 1 connections");
+        self.rc[rail.0 as usize] = c.map_or(NONE, |c| c.0);
     }
 
     /// The rails with an RD route.
     pub fn rd_rails(&self) -> impl Iterator<Item = Rail> + '_ {
         (0..RAILS as u8)
-            .filter(|&r| self.rd[r as usize].is_some())
+            .filter(|&r| self.rd[r as usize] != NONE)
             .map(Rail)
     }
 

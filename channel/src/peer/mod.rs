@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use crate::addr::EpName;
-use crate::hash::Map;
+use crate::hash::Index;
 use crate::matching::PeerId;
 use crate::path::set::{PathSet, Rail};
 pub use header::{Repr as PeerHeader, LEN as HEADER};
@@ -70,15 +70,21 @@ pub struct PeerStats {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SlotId(pub u32);
 
-/// One peer.
+/// One peer, laid out in words: a table of a million of them is the transport's main cost
+/// per peer (see `PeerTable::memory`).
 struct Slot {
     addr: SocketAddr,
-    /// Its full name (the TCP port a connection needs), from the address vector.
-    name: Option<EpName>,
-    /// The matcher's id for it while the address vector does not hold it.
-    stand_in: Option<PeerId>,
-    /// When it was last heard from while a rendezvous receive waited.
-    heard: Option<Instant>,
+    /// Its name's nonce, queue pair and TCP port (what connecting needs), when the address
+    /// vector gave it (`NAMED`); the rest of the name is `addr`.
+    nonce: u64,
+    name_qpn: u32,
+    tcp_port: u16,
+    /// `NAMED`, and the sequence's flags.
+    flags: u8,
+    /// The matcher's id for it while the address vector does not hold it, else [`NO_HANDLE`].
+    stand_in: u32,
+    /// When it was last heard from while a rendezvous receive waited ([`Ticks`]).
+    heard: u32,
     /// The handle whose name `name` is, and the address vector's handle for `addr` (what
     /// the matcher knows its messages by), each [`NO_HANDLE`] until looked up.
     handle: u32,
@@ -87,42 +93,68 @@ struct Slot {
     paths: PathSet,
 }
 
+/// `Slot::flags`: the name is known.
+const NAMED: u8 = 1;
+/// `Slot::flags`: the peer's epoch is known.
+const EPOCH: u8 = 2;
+/// `Slot::flags`: it asked for an acknowledgement that no message has carried yet.
+const OWED: u8 = 4;
+/// `Slot::flags`: it is in the list of peers owed one (`PeerTable::owing`).
+const LISTED: u8 = 8;
+
 /// A slot's handle not looked up (or too large to keep).
 const NO_HANDLE: u32 = u32::MAX;
 
 /// A peer's sequences and epoch.
 struct Peer {
-    /// The peer's epoch, once known.
-    epoch: Option<u32>,
+    /// The peer's epoch, once known (`EPOCH`).
+    epoch: u32,
     /// The number the next message to it gets.
     tx_next: u32,
     /// The last of our messages it acknowledged.
     acked: u32,
-    /// It asked for an acknowledgement that no message has carried yet.
-    owed: bool,
-    /// It is in the list of peers owed one (`PeerTable::owing`).
-    listed: bool,
     rx: Reorder,
 }
 
 impl Peer {
     fn new() -> Peer {
         Peer {
-            epoch: None,
+            epoch: 0,
             tx_next: FIRST,
             acked: FIRST.wrapping_sub(1),
-            owed: false,
-            listed: false,
             rx: Reorder::default(),
         }
+    }
+}
+
+/// Times in whole milliseconds since the table began, rounded up, 0 for never: a peer heard
+/// at `t` reads as heard at most a millisecond after `t`, never before, so a liveness check
+/// cannot fail a peer early; four bytes where an `Option<Instant>` takes twenty-four.
+#[derive(Clone, Copy, Debug)]
+struct Ticks(Instant);
+
+impl Ticks {
+    fn of(&self, at: Instant) -> u32 {
+        let d = at.saturating_duration_since(self.0);
+        let ms = d.as_nanos().div_ceil(1_000_000);
+        u32::try_from(ms + 1).unwrap_or(u32::MAX)
+    }
+
+    fn at(&self, t: u32) -> Option<Instant> {
+        let ms = t.checked_sub(1)?;
+        Some(self.0 + std::time::Duration::from_millis(u64::from(ms)))
     }
 }
 
 pub struct PeerTable {
     epoch: u32,
     slots: Vec<Slot>,
-    /// The one lookup by datagram address, at ingress.
-    by_addr: Map<SocketAddr, SlotId>,
+    /// The one lookup by datagram address, at ingress: slot numbers, found through the slots.
+    by_addr: Index,
+    /// Heap bytes of every peer's reorder stage, kept as they change rather than summed over
+    /// a million slots at each report.
+    reorder_bytes: usize,
+    clock: Ticks,
     /// From the address vector's handles (dense from 0) to slots, [`NO_HANDLE`] where unknown.
     by_handle: Vec<u32>,
     /// Peers owed an acknowledgement.
@@ -143,7 +175,9 @@ impl PeerTable {
         PeerTable {
             epoch: header::epoch(nonce),
             slots: Vec::new(),
-            by_addr: Map::default(),
+            by_addr: Index::default(),
+            reorder_bytes: 0,
+            clock: Ticks(Instant::now()),
             by_handle: Vec::new(),
             owing: Vec::new(),
             stand_ins: 0,
@@ -153,27 +187,34 @@ impl PeerTable {
 
     /// The slot of the peer at `addr`, a new one at first contact.
     pub fn slot(&mut self, addr: SocketAddr) -> SlotId {
-        if let Some(&id) = self.by_addr.get(&addr) {
+        if let Some(id) = self.find(addr) {
             return id;
         }
-        let id = SlotId(u32::try_from(self.slots.len()).expect("fewer than 2^32 peers"));
+        let at = u32::try_from(self.slots.len()).expect("fewer than 2^32 peers");
         self.slots.push(Slot {
             addr,
-            name: None,
-            stand_in: None,
-            heard: None,
+            nonce: 0,
+            name_qpn: 0,
+            tcp_port: 0,
+            flags: 0,
+            stand_in: NO_HANDLE,
+            heard: 0,
             handle: NO_HANDLE,
             label: NO_HANDLE,
             seq: Peer::new(),
             paths: PathSet::new(),
         });
-        self.by_addr.insert(addr, id);
-        id
+        let slots = &self.slots;
+        self.by_addr.insert(&addr, at, |i| slots[i as usize].addr);
+        SlotId(at)
     }
 
     /// The slot of the peer at `addr`, if it has one.
     pub fn find(&self, addr: SocketAddr) -> Option<SlotId> {
-        self.by_addr.get(&addr).copied()
+        let slots = &self.slots;
+        self.by_addr
+            .find(&addr, |i| slots[i as usize].addr)
+            .map(SlotId)
     }
 
     fn at(&self, id: SlotId) -> &Slot {
@@ -191,14 +232,22 @@ impl PeerTable {
 
     /// The full name of slot `id`'s peer, if the address vector gave it.
     pub fn name(&self, id: SlotId) -> Option<EpName> {
-        self.at(id).name
+        let s = self.at(id);
+        (s.flags & NAMED != 0).then(|| EpName {
+            ip: s.addr.ip(),
+            udp_port: s.addr.port(),
+            qpn: s.name_qpn,
+            tcp_port: s.tcp_port,
+            nonce: s.nonce,
+        })
     }
 
     /// A peer's full name, from the address vector: what connecting to it needs.
     pub fn learn(&mut self, name: &EpName) -> SlotId {
         let id = self.slot(name.udp_addr());
         let s = self.at_mut(id);
-        s.name = Some(*name);
+        (s.nonce, s.name_qpn, s.tcp_port) = (name.nonce, name.qpn, name.tcp_port);
+        s.flags |= NAMED;
         s.paths.set_rd(Rail(0), name.qpn);
         id
     }
@@ -268,28 +317,37 @@ impl PeerTable {
 
     /// Slot `id`'s stand-in id, if it has one.
     pub fn stand_in(&self, id: SlotId) -> Option<PeerId> {
-        self.at(id).stand_in
+        Some(self.at(id).stand_in)
+            .filter(|&s| s != NO_HANDLE)
+            .map(PeerId)
     }
 
     /// Gives slot `id` stand-in id `s`, or takes its stand-in away (`None`).
     pub fn set_stand_in(&mut self, id: SlotId, s: Option<PeerId>) {
         let slot = &mut self.slots[id.0 as usize];
-        match (slot.stand_in.is_some(), s.is_some()) {
+        match (slot.stand_in != NO_HANDLE, s.is_some()) {
             (false, true) => self.stand_ins += 1,
             (true, false) => self.stand_ins -= 1,
             _ => {}
         }
-        slot.stand_in = s;
+        debug_assert_ne!(
+            s,
+            Some(PeerId(NO_HANDLE)),
+            "stand-ins are numbered below ANY"
+        );
+        slot.stand_in = s.map_or(NO_HANDLE, |p| p.0);
     }
 
     /// Slot `id`'s peer was heard from by `at`.
     pub fn hear(&mut self, id: SlotId, at: Instant) {
-        self.at_mut(id).heard = Some(at);
+        let t = self.clock.of(at);
+        self.at_mut(id).heard = t;
     }
 
-    /// When slot `id`'s peer was last heard from (while a rendezvous receive waited).
+    /// When slot `id`'s peer was last heard from (while a rendezvous receive waited), to
+    /// the millisecond above.
     pub fn heard(&self, id: SlotId) -> Option<Instant> {
-        self.at(id).heard
+        self.clock.at(self.at(id).heard)
     }
 
     /// Whether any peer has a stand-in id.
@@ -302,21 +360,25 @@ impl PeerTable {
         if self.stand_ins == 0 {
             return Vec::new();
         }
-        let with = |(i, s): (usize, &Slot)| Some((SlotId(i as u32), s.stand_in?));
+        let with = |(i, s): (usize, &Slot)| {
+            (s.stand_in != NO_HANDLE).then_some((SlotId(i as u32), PeerId(s.stand_in)))
+        };
         self.slots.iter().enumerate().filter_map(with).collect()
     }
 
     /// Slot `id`'s peer has epoch `epoch` (its nonce).
-    fn meet(&mut self, id: SlotId, epoch: u32) -> &mut Peer {
-        let peer = &mut self.slots[id.0 as usize].seq;
-        if peer.epoch != Some(epoch) {
-            if peer.epoch.is_some() {
+    fn meet(&mut self, id: SlotId, epoch: u32) -> &mut Slot {
+        let s = &mut self.slots[id.0 as usize];
+        if s.flags & EPOCH == 0 || s.seq.epoch != epoch {
+            if s.flags & EPOCH != 0 {
                 self.stats.restarts += 1;
             }
-            *peer = Peer::new();
-            peer.epoch = Some(epoch);
+            self.reorder_bytes -= s.seq.rx.memory();
+            s.seq = Peer::new();
+            s.seq.epoch = epoch;
+            s.flags = (s.flags & !(OWED | LISTED)) | EPOCH;
         }
-        peer
+        s
     }
 
     /// We are about to send to slot `id`'s peer, whose nonce the address vector says is
@@ -330,16 +392,16 @@ impl PeerTable {
     /// drops as stale.
     pub fn stamp(&mut self, id: SlotId, ack_now: bool) -> PeerHeader {
         let epoch = self.epoch;
-        let peer = &mut self.at_mut(id).seq;
-        let seq = peer.tx_next;
-        peer.tx_next = seq.wrapping_add(1);
-        peer.owed = false;
+        let s = self.at_mut(id);
+        let seq = s.seq.tx_next;
+        s.seq.tx_next = seq.wrapping_add(1);
+        s.flags &= !OWED;
         PeerHeader {
             flags: if ack_now { header::ACK_NOW } else { 0 },
             seq,
-            ack: peer.rx.last(),
+            ack: s.seq.rx.last(),
             src_epoch: epoch,
-            dst_epoch: peer.epoch.unwrap_or(0),
+            dst_epoch: s.dst_epoch(),
         }
     }
 
@@ -352,15 +414,15 @@ impl PeerTable {
     /// An acknowledgement alone for slot `id` (asking for one back if `ack_now`).
     pub fn ack_only(&mut self, id: SlotId, ack_now: bool) -> PeerHeader {
         let epoch = self.epoch;
-        let peer = &mut self.slots[id.0 as usize].seq;
-        peer.owed = false;
+        let s = &mut self.slots[id.0 as usize];
+        s.flags &= !OWED;
         self.stats.acks_sent += 1;
         PeerHeader {
             flags: header::ACK_ONLY | if ack_now { header::ACK_NOW } else { 0 },
             seq: 0,
-            ack: peer.rx.last(),
+            ack: s.seq.rx.last(),
             src_epoch: epoch,
-            dst_epoch: peer.epoch.unwrap_or(0),
+            dst_epoch: s.dst_epoch(),
         }
     }
 
@@ -369,16 +431,16 @@ impl PeerTable {
     pub fn take_owing(&mut self) -> Vec<SlotId> {
         let mut owing = std::mem::take(&mut self.owing);
         owing.retain(|&id| {
-            let peer = &mut self.slots[id.0 as usize].seq;
-            peer.listed = false;
-            peer.owed
+            let s = &mut self.slots[id.0 as usize];
+            s.flags &= !LISTED;
+            s.flags & OWED != 0
         });
         owing
     }
 
     /// Whether slot `id`'s peer still waits for an acknowledgement it asked for.
     pub fn owes(&self, id: SlotId) -> bool {
-        self.at(id).seq.owed
+        self.at(id).flags & OWED != 0
     }
 
     /// Whether any peer waits for an acknowledgement it asked for.
@@ -402,18 +464,21 @@ impl PeerTable {
             self.stats.stale += 1;
             return (Verdict::Dropped, h.seq, body);
         }
-        let peer = self.meet(id, h.src_epoch);
+        let s = self.meet(id, h.src_epoch);
+        let peer = &mut s.seq;
         if covers(h.ack, peer.acked) && covers(peer.tx_next.wrapping_sub(1), h.ack) {
             peer.acked = h.ack;
         }
+        let turn = peer.rx.turn(h.seq);
         // Listed again whenever it asks: an acknowledgement owed while no path could carry
         // it (its connection had just gone) is owed still, and a later ask must reach the list.
         let ask = h.flags & header::ACK_NOW != 0;
-        peer.owed |= ask;
-        let list = ask && !peer.listed;
-        peer.listed |= list;
-        let turn = peer.rx.turn(h.seq);
+        let list = ask && s.flags & LISTED == 0;
+        if ask {
+            s.flags |= OWED;
+        }
         if list {
+            s.flags |= LISTED;
             self.owing.push(id);
         }
         if h.flags & header::ACK_ONLY != 0 {
@@ -438,11 +503,12 @@ impl PeerTable {
         let Ok((h, _)) = header::split(bytes) else {
             return false;
         };
-        let p = &self.at(id).seq;
+        let s = self.at(id);
         h.dst_epoch == self.epoch
             && h.flags & header::ACK_ONLY == 0
-            && p.epoch == Some(h.src_epoch)
-            && p.rx.turn(h.seq) != Turn::Past
+            && s.flags & EPOCH != 0
+            && s.seq.epoch == h.src_epoch
+            && s.seq.rx.turn(h.seq) != Turn::Past
     }
 
     /// The message whose turn it was (from slot `id`) was handed over.
@@ -450,29 +516,49 @@ impl PeerTable {
         self.at_mut(id).seq.rx.advance();
     }
 
+    /// Runs `f` on slot `id`'s reorder stage, keeping the count of what the stages hold.
+    fn reorder<R>(&mut self, id: SlotId, f: impl FnOnce(&mut Reorder) -> R) -> R {
+        let rx = &mut self.slots[id.0 as usize].seq.rx;
+        let before = rx.memory();
+        let r = f(rx);
+        self.reorder_bytes = self.reorder_bytes - before + rx.memory();
+        r
+    }
+
     /// Message `seq` from slot `id` was handled ahead of its turn.
     pub fn taken_ahead(&mut self, id: SlotId, seq: u32) {
-        self.at_mut(id).seq.rx.done_ahead(seq);
+        self.reorder(id, |rx| rx.done_ahead(seq));
     }
 
     /// Message `seq` from slot `id` (`body`, behind the header) waits for its turn.
     pub fn hold(&mut self, id: SlotId, seq: u32, body: &[u8]) {
         self.stats.held += 1;
-        self.at_mut(id).seq.rx.hold(seq, body);
+        self.reorder(id, |rx| rx.hold(seq, body));
     }
 
     /// The next held message of slot `id` whose turn has come.
     pub fn ready(&mut self, id: SlotId) -> Option<Box<[u8]>> {
-        self.at_mut(id).seq.rx.ready()
+        self.reorder(id, Reorder::ready)
     }
 
     /// Heap bytes: the slots, the lookup, the owed list, and what each peer holds.
     pub fn memory(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot>()
-            + crate::hash::map_bytes(&self.by_addr)
+            + self.by_addr.bytes()
             + self.by_handle.capacity() * std::mem::size_of::<u32>()
             + self.owing.capacity() * std::mem::size_of::<SlotId>()
-            + self.slots.iter().map(|s| s.seq.rx.memory()).sum::<usize>()
+            + self.reorder_bytes
+    }
+}
+
+impl Slot {
+    /// The epoch our messages to it carry: 0 while unknown, which it drops as stale.
+    fn dst_epoch(&self) -> u32 {
+        if self.flags & EPOCH != 0 {
+            self.seq.epoch
+        } else {
+            0
+        }
     }
 }
 

@@ -28,7 +28,14 @@ enum Early {
 pub struct Reorder {
     /// The next number to hand over.
     next: u32,
-    ahead: Map<u32, Early>,
+    /// What came ahead of its turn; allocated only while something did, so a peer whose
+    /// messages come in order (every peer, nearly always) keeps a word and a null pointer.
+    ahead: Option<Box<Ahead>>,
+}
+
+#[derive(Default)]
+struct Ahead {
+    early: Map<u32, Early>,
     held_bytes: usize,
 }
 
@@ -36,8 +43,7 @@ impl Default for Reorder {
     fn default() -> Self {
         Reorder {
             next: FIRST,
-            ahead: Map::default(),
-            held_bytes: 0,
+            ahead: None,
         }
     }
 }
@@ -54,7 +60,12 @@ impl Reorder {
         let d = seq.wrapping_sub(self.next);
         if d == 0 {
             Turn::Now
-        } else if d < WINDOW && !self.ahead.contains_key(&seq) {
+        } else if d < WINDOW
+            && !self
+                .ahead
+                .as_ref()
+                .is_some_and(|a| a.early.contains_key(&seq))
+        {
             Turn::Ahead
         } else {
             Turn::Past
@@ -66,27 +77,38 @@ impl Reorder {
         self.next = self.next.wrapping_add(1);
     }
 
+    fn ahead(&mut self) -> &mut Ahead {
+        self.ahead.get_or_insert_with(Box::default)
+    }
+
     /// Message `seq`, ahead of its turn, was handled.
     pub fn done_ahead(&mut self, seq: u32) {
-        self.ahead.insert(seq, Early::Done);
+        self.ahead().early.insert(seq, Early::Done);
     }
 
     /// Message `seq`, ahead of its turn, waits for it.
     pub fn hold(&mut self, seq: u32, bytes: &[u8]) {
-        self.held_bytes += bytes.len();
-        self.ahead.insert(seq, Early::Held(bytes.into()));
+        let a = self.ahead();
+        a.held_bytes += bytes.len();
+        a.early.insert(seq, Early::Held(bytes.into()));
     }
 
     /// The next message to hand over now that its turn came, skipping those handled ahead.
     pub fn ready(&mut self) -> Option<Box<[u8]>> {
-        while let Some(early) = self.ahead.remove(&self.next) {
-            self.advance();
+        let a = self.ahead.as_mut()?;
+        let mut got = None;
+        while let Some(early) = a.early.remove(&self.next) {
+            self.next = self.next.wrapping_add(1);
             if let Early::Held(b) = early {
-                self.held_bytes -= b.len();
-                return Some(b);
+                a.held_bytes -= b.len();
+                got = Some(b);
+                break;
             }
         }
-        None
+        if a.early.is_empty() {
+            self.ahead = None;
+        }
+        got
     }
 
     /// The last number handed over in order.
@@ -96,12 +118,14 @@ impl Reorder {
 
     /// Bytes of messages held for their turn.
     pub fn held_bytes(&self) -> usize {
-        self.held_bytes
+        self.ahead.as_ref().map_or(0, |a| a.held_bytes)
     }
 
     /// Heap bytes: the table and the held messages.
     pub fn memory(&self) -> usize {
-        crate::hash::map_bytes(&self.ahead) + self.held_bytes
+        self.ahead.as_ref().map_or(0, |a| {
+            std::mem::size_of::<Ahead>() + crate::hash::map_bytes(&a.early) + a.held_bytes
+        })
     }
 }
 
@@ -133,6 +157,7 @@ mod tests {
             }
         }
         assert_eq!(r.held_bytes(), 0, "everything held was handed over");
+        assert_eq!(r.memory(), 0, "and the table went with it");
         out
     }
 
