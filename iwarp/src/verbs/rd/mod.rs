@@ -33,6 +33,7 @@ mod rx;
 mod send;
 mod sessions;
 mod stats;
+mod table;
 mod tx;
 
 pub use memory::RdMemory;
