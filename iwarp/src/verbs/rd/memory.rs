@@ -33,6 +33,12 @@ pub struct RdMemory {
     pub engine: usize,
     /// Datagrams the fault layer holds.
     pub faults: usize,
+    /// Of `peers`, those holding an active part (work under way, or idle only briefly).
+    pub active_peers: usize,
+    /// Of `peer_state`, what the queue pair holds itself (its peer table and lists, active
+    /// parts, connected sockets), without the engine's sessions. Not summed again in
+    /// [`RdMemory::total`].
+    pub peer_entries: usize,
 }
 
 impl RdMemory {
@@ -54,15 +60,16 @@ impl RdPath {
         let mut peer_state = self.peers.memory_bytes()
             + self.hellos.capacity() * size_of::<Reverse<(Instant, PeerIx)>>()
             + self.retry.capacity() * size_of::<PeerIx>()
-            + self.idle.capacity() * size_of::<(PeerIx, Instant)>()
-            + engine.slots
-            + engine.sessions.bookkeeping;
+            + self.idle.capacity() * size_of::<(PeerIx, Instant)>();
+        let engine_peers = engine.slots + engine.sessions.bookkeeping;
         let mut waiting = 0;
         let mut staged = 0;
+        let mut active_peers = 0;
         for p in self.peers.iter() {
             // An `Arc`'s allocation: the socket and two counts.
             peer_state += p.via.as_ref().map_or(0, |_| size_of::<PeerSocket>() + 16);
             let Some(a) = &p.active else { continue };
+            active_peers += 1;
             peer_state += size_of::<PeerActive>()
                 + a.waiting.capacity() * size_of::<OutMsg>()
                 + a.inflight.capacity() * size_of::<Inflight>()
@@ -76,7 +83,9 @@ impl RdPath {
         }
         RdMemory {
             peers: self.peers.len(),
-            peer_state,
+            peer_state: peer_state + engine_peers,
+            active_peers,
+            peer_entries: peer_state,
             send_queue: waiting + engine.sessions.send_queue + self.tx.memory_bytes(),
             retransmit: engine.sessions.retransmit,
             receive_ring: self.ring.as_ref().map_or(0, |r| r.memory_bytes())

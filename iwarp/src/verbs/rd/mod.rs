@@ -36,6 +36,11 @@ mod stats;
 mod table;
 mod tx;
 
+/// The handshake's datagrams, for tests that forge peers ([`RdQp::inject_datagram`]).
+///
+/// [`RdQp::inject_datagram`]: crate::verbs::RdQp::inject_datagram
+#[doc(hidden)]
+pub use hello::{Hello as RdHello, HelloKind as RdHelloKind, HELLO_LEN as RD_HELLO_LEN};
 pub use memory::RdMemory;
 pub(crate) use path::RdPath;
 pub use path::RD_SOCKET_BUFFER;
