@@ -219,6 +219,10 @@ mod tests {
     #[test]
     fn an_idle_peer_is_small() {
         assert!(size_of::<Peer>() <= 80, "{}", size_of::<Peer>());
+        // What a peer with work adds, boxed (its queues' room apart).
+        let active = size_of::<super::super::peer::PeerActive>();
+        assert!(active <= 256, "{active}");
+        println!("peer entry {} bytes, active part {active}", size_of::<Peer>());
         assert_eq!(size_of::<Option<Peer>>(), size_of::<Peer>());
         let mut t = PeerTable::default();
         let n = 1 << 20;
