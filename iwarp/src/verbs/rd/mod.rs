@@ -16,7 +16,9 @@
 //! transmit queue ([`tx`]), the receive ring ([`ring`]), buffer reuse ([`pool`], [`copies`]),
 //! connected sockets ([`conn`]), the handshake's datagrams ([`hello`]), counters ([`stats`]);
 //! then the receive state of one peer and the receiver sinks ([`rx`]), a peer's whole state
-//! ([`peer`]), the queue pair's own ([`path`]: its table of peers and the transmit loop), the
+//! ([`peer`]: an always-present compact entry and an active part only a peer with work holds),
+//! the table of peers ([`table`]: a slab found by address and by session id), the queue pair's
+//! own ([`path`]: the transmit loop, idle peers' retirement), the
 //! handshake and sessions ([`sessions`]), the send path ([`send`]), progress ([`progress`]:
 //! reading, engine events, timers) and the memory ledger ([`memory`]).
 

@@ -242,13 +242,16 @@ impl RdPath {
     }
 
     /// The earliest moment `poll_cq` has timed work to do: an engine timer (ACK delay,
-    /// retransmission, peer failure), a handshake retransmission, or a held fault datagram.
+    /// retransmission, peer failure), a handshake retransmission, a held fault datagram, or
+    /// idle peers' active parts to drop (so that memory goes back without traffic).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         // Possibly a handshake that ended since: the wake-up then finds nothing due.
         let hello = self.hellos.peek().map(|Reverse((t, _))| *t);
+        let idle = self.idle.front().map(|&(_, since)| since + IDLE_GRACE);
         [
             self.endpoint.poll_timeout(),
             hello,
+            idle,
             self.sock.next_fault_release(),
         ]
         .into_iter()
@@ -366,7 +369,7 @@ impl RdPath {
             }
         }
         // A burst of a million peers going idle must not leave its FIFO's room behind.
-        if self.idle.capacity() > 64 {
+        if self.idle.is_empty() && self.idle.capacity() > 64 {
             self.idle = VecDeque::new();
         }
     }

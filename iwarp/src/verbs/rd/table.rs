@@ -222,7 +222,10 @@ mod tests {
         // What a peer with work adds, boxed (its queues' room apart).
         let active = size_of::<super::super::peer::PeerActive>();
         assert!(active <= 256, "{active}");
-        println!("peer entry {} bytes, active part {active}", size_of::<Peer>());
+        println!(
+            "peer entry {} bytes, active part {active}",
+            size_of::<Peer>()
+        );
         assert_eq!(size_of::<Option<Peer>>(), size_of::<Peer>());
         let mut t = PeerTable::default();
         let n = 1 << 20;
