@@ -19,11 +19,11 @@ fn addr(k: u32) -> SocketAddr {
 }
 
 /// The message forged peer `k` sends: an RD Send to queue pair `qpn`, its payload naming `k`.
-fn message(k: u32, qpn: u32) -> (Vec<u8>, Vec<u8>) {
-    let payload = format!("hello from forged peer {k:07}").into_bytes();
+fn message(k: u32, qpn: u32, msn: u32) -> (Vec<u8>, Vec<u8>) {
+    let payload = format!("message {msn} from forged peer {k:07}").into_bytes();
     let mut msg = vec![0u8; UNTAGGED_HEADER_LEN];
     let qn = qn_for(qpn, Opcode::Send.queue());
-    SegmentRepr::untagged(Opcode::Send, true, qn, 1, 0)
+    SegmentRepr::untagged(Opcode::Send, true, qn, msn, 0)
         .emit(&mut msg)
         .unwrap();
     msg.extend_from_slice(&payload);
@@ -92,6 +92,7 @@ fn thousands_of_forged_peers_make_first_contact() {
     let now = Instant::now();
     let mut buf = Vec::new();
     let mut want = std::collections::HashMap::new();
+    let mut sessions = Vec::new();
     for k in 0..PEERS {
         let (id, epoch) = acks[&k];
         let ids = SessionIds {
@@ -101,12 +102,13 @@ fn thousands_of_forged_peers_make_first_contact() {
             remote_epoch: epoch,
         };
         let mut peer = Session::new(Arc::clone(&rd), ids, now).unwrap();
-        let (msg, payload) = message(k, ours);
+        let (msg, payload) = message(k, ours, 1);
         peer.send(now, msg).unwrap();
         while peer.poll_transmit(now, &mut buf).is_some() {
             qp.inject_datagram(&buf, addr(k));
         }
         want.insert(addr(k), payload);
+        sessions.push(peer);
     }
     let mut got = Vec::new();
     while got.len() < PEERS as usize {
@@ -138,4 +140,29 @@ fn thousands_of_forged_peers_make_first_contact() {
         rd_per_peer <= 110,
         "{rd_per_peer} bytes per idle peer: {m:?}"
     );
+
+    // A retired peer comes back where it left off: its next message is the one expected.
+    let now = Instant::now();
+    for (k, peer) in sessions.iter_mut().enumerate().take(16) {
+        let k = k as u32;
+        qp.post_recv(RecvWr {
+            wr_id: 1 << 32 | u64::from(k),
+            buf: vec![0; 64],
+        })
+        .unwrap();
+        let (msg, payload) = message(k, ours, 2);
+        peer.send(now, msg).unwrap();
+        while peer.poll_transmit(now, &mut buf).is_some() {
+            qp.inject_datagram(&buf, addr(k));
+        }
+        want.insert(addr(k), payload);
+    }
+    got.clear();
+    qp.poll_cq(&mut got, 64).unwrap();
+    assert_eq!(got.len(), 16);
+    for wc in &got {
+        assert_eq!(wc.status, WcStatus::Success);
+        assert_eq!(Some(wc.data()), want.remove(&wc.src.unwrap()).as_deref());
+    }
+    assert_eq!(qp.stats().protocol_errors, 0);
 }
