@@ -1,7 +1,7 @@
 //! The UDP socket of a UD or RD queue pair, with the fault layer hooked into its send path.
 
 use std::io::IoSlice;
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
 
@@ -16,6 +16,21 @@ pub(crate) struct DatagramSocket {
     socket: UdpSocket,
     // Boxed: off in production, and it would double the size of every UD path.
     faults: Option<Box<FaultLayer>>,
+    /// A null link, for tests that forge the peers: datagrams are kept here instead of sent
+    /// (boxed for the same reason).
+    sink: Option<Box<Sent>>,
+}
+
+/// Datagrams a null link kept, each with its destination.
+pub(crate) type Sent = Vec<(SocketAddr, Vec<u8>)>;
+
+/// Keeps a datagram in `sink` (gathered, with its destination) instead of sending it.
+fn keep(sink: &mut Sent, iov: &[IoSlice<'_>], dst: &SockaddrStorage) -> Result<usize, Errno> {
+    let dst = io::to_std(dst).ok_or(Errno::EAFNOSUPPORT)?;
+    let bytes: Vec<u8> = iov.iter().flat_map(|piece| piece.iter().copied()).collect();
+    let n = bytes.len();
+    sink.push((dst, bytes));
+    Ok(n)
 }
 
 impl DatagramSocket {
@@ -29,7 +44,11 @@ impl DatagramSocket {
             .cloned()
             .map(|c| FaultLayer::new(c).map(Box::new))
             .transpose()?;
-        Ok(DatagramSocket { socket, faults })
+        Ok(DatagramSocket {
+            socket,
+            faults,
+            sink: None,
+        })
     }
 
     pub(crate) fn socket(&self) -> &UdpSocket {
@@ -40,9 +59,24 @@ impl DatagramSocket {
         self.socket.as_raw_fd()
     }
 
-    /// Whether datagrams pass through the fault layer (batched sends must not bypass it).
+    /// Whether datagrams pass through the fault layer or the null link (batched sends must
+    /// not bypass them).
     pub(crate) fn faulty(&self) -> bool {
-        self.faults.is_some()
+        self.faults.is_some() || self.sink.is_some()
+    }
+
+    /// From now on datagrams (the fault layer's output, if it is on) are kept for
+    /// [`DatagramSocket::take_sent`] instead of sent.
+    pub(crate) fn null_link(&mut self) {
+        self.sink.get_or_insert_default();
+    }
+
+    /// The datagrams the null link kept, oldest first.
+    pub(crate) fn take_sent(&mut self) -> Sent {
+        self.sink
+            .as_deref_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Sends one datagram gathered from `iov`, through the fault layer if there is one.
@@ -52,10 +86,14 @@ impl DatagramSocket {
         dst: &SockaddrStorage,
     ) -> Result<usize, Errno> {
         let fd = self.socket.as_raw_fd();
-        match &mut self.faults {
-            None => io::send_gather(fd, iov, Some(dst)),
-            Some(f) => f.submit(Instant::now(), iov, dst, &mut |iov, dst| {
+        match (&mut self.faults, self.sink.as_deref_mut()) {
+            (None, None) => io::send_gather(fd, iov, Some(dst)),
+            (None, Some(sink)) => keep(sink, iov, dst),
+            (Some(f), None) => f.submit(Instant::now(), iov, dst, &mut |iov, dst| {
                 io::send_gather(fd, iov, Some(dst))
+            }),
+            (Some(f), Some(sink)) => f.submit(Instant::now(), iov, dst, &mut |iov, dst| {
+                keep(sink, iov, dst)
             }),
         }
     }
@@ -63,8 +101,10 @@ impl DatagramSocket {
     /// Sends the held datagrams that are due.
     pub(crate) fn release_faults(&mut self, now: Instant) {
         let fd = self.socket.as_raw_fd();
-        if let Some(f) = &mut self.faults {
-            f.release(now, &mut |iov, dst| io::send_gather(fd, iov, Some(dst)));
+        match (&mut self.faults, self.sink.as_deref_mut()) {
+            (Some(f), None) => f.release(now, &mut |iov, dst| io::send_gather(fd, iov, Some(dst))),
+            (Some(f), Some(sink)) => f.release(now, &mut |iov, dst| keep(sink, iov, dst)),
+            (None, _) => {}
         }
     }
 
@@ -84,9 +124,10 @@ impl DatagramSocket {
 
 impl Drop for DatagramSocket {
     // Held datagrams are the network's, not ours to lose: they leave before the socket closes.
+    // Behind a null link they go nowhere, as every other did.
     fn drop(&mut self) {
         let fd = self.socket.as_raw_fd();
-        if let Some(f) = &mut self.faults {
+        if let (Some(f), None) = (&mut self.faults, &self.sink) {
             f.flush(&mut |iov, dst| io::send_gather(fd, iov, Some(dst)));
         }
     }

@@ -58,6 +58,8 @@ pub use rd::{
     same_host, RdMemory, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_OWNED_MIN, RD_SOCKET_BUFFER,
     SEGMENT_HEAD,
 };
+#[doc(hidden)]
+pub use rd::{RdHello, RdHelloKind, RD_HELLO_LEN};
 pub use reliability::{Config as RdConfig, RttStats, SessionIds, Stats as RdSessionStats};
 pub use startup::{Established, Outcome as StartupOutcome, Role as StartupRole, Startup};
 pub use ud::{ErrorEvent, UdErrorKind, UD_MAX_PAYLOAD};

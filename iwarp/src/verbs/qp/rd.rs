@@ -166,6 +166,41 @@ impl RdQp {
         }
     }
 
+    /// Test support, for forging peers without a network: handles `data` as if it had just
+    /// been read off the socket from `src` (HELLOs, the engine, completions, then the ACKs
+    /// and sends a batch's end lets go). Posted-receive mode only. Does nothing before the
+    /// socket is bound or once the queue pair failed.
+    #[doc(hidden)]
+    pub fn inject_datagram(&mut self, data: &[u8], src: SocketAddr) {
+        if self.core.state != QpState::Rts {
+            return;
+        }
+        if let Some(rd) = &mut self.service.path {
+            rd.inject(&mut self.core.queues, data, src);
+        }
+    }
+
+    /// Test support: from now on the datagrams this queue pair sends go nowhere and are kept
+    /// for [`RdQp::take_sent`] instead (after the fault layer, if one is on). Its socket stays
+    /// bound and read, and no connected send socket is opened. Call it after binding.
+    #[doc(hidden)]
+    pub fn null_link(&mut self) {
+        if let Some(rd) = &mut self.service.path {
+            rd.null_link();
+        }
+    }
+
+    /// Test support: the datagrams kept since the last call ([`RdQp::null_link`]), each with
+    /// its destination, oldest first.
+    #[doc(hidden)]
+    pub fn take_sent(&mut self) -> Vec<(SocketAddr, Vec<u8>)> {
+        self.service
+            .path
+            .as_mut()
+            .map(|rd| rd.take_sent())
+            .unwrap_or_default()
+    }
+
     /// Receives bound to messages whose datagrams are still arriving.
     pub fn bound_receives(&self) -> usize {
         self.service

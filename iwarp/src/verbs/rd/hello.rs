@@ -21,7 +21,7 @@
 
 use crate::crc;
 
-pub(crate) const HELLO_LEN: usize = 32;
+pub const HELLO_LEN: usize = 32;
 const TYPE_HELLO: u8 = 0xE1;
 const TYPE_HELLO_ACK: u8 = 0xE2;
 const FLAG_CRC: u8 = 0x01;
@@ -32,21 +32,21 @@ pub(crate) fn is_control(first: u8) -> bool {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HelloKind {
+pub enum HelloKind {
     Hello,
     Ack,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Hello {
-    pub(crate) kind: HelloKind,
-    pub(crate) checksum: bool,
-    pub(crate) dst_qpn: u32,
-    pub(crate) src_qpn: u32,
-    pub(crate) id: u32,
-    pub(crate) epoch: u32,
+pub struct Hello {
+    pub kind: HelloKind,
+    pub checksum: bool,
+    pub dst_qpn: u32,
+    pub src_qpn: u32,
+    pub id: u32,
+    pub epoch: u32,
     /// HELLO-ACK: (id, epoch) of the HELLO answered.
-    pub(crate) echo: (u32, u32),
+    pub echo: (u32, u32),
 }
 
 fn be32(b: &[u8], at: usize) -> u32 {
@@ -54,7 +54,7 @@ fn be32(b: &[u8], at: usize) -> u32 {
 }
 
 impl Hello {
-    pub(crate) fn emit(&self) -> [u8; HELLO_LEN] {
+    pub fn emit(&self) -> [u8; HELLO_LEN] {
         let mut b = [0u8; HELLO_LEN];
         b[0] = match self.kind {
             HelloKind::Hello => TYPE_HELLO,
@@ -77,7 +77,7 @@ impl Hello {
     }
 
     /// `None` for anything but an intact HELLO or HELLO-ACK.
-    pub(crate) fn parse(b: &[u8]) -> Option<Hello> {
+    pub fn parse(b: &[u8]) -> Option<Hello> {
         if b.len() != HELLO_LEN || crc::to_wire(crc::crc32c(&b[..28])) != b[28..] {
             return None;
         }

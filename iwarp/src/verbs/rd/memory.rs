@@ -1,12 +1,14 @@
 //! What an RD queue pair holds, by concern, for the memory ledger.
 
+use std::cmp::Reverse;
 use std::mem::size_of;
-use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::time::Instant;
 
 use super::conn::PeerSocket;
 use super::path::{Parked, RdPath};
-use super::peer::{Inflight, OutMsg, Peer};
+use super::peer::{Inflight, OutMsg, PeerActive};
+use super::table::PeerIx;
 
 /// Bytes an RD queue pair holds in user space, by concern. Posted receive buffers (the
 /// caller's) and kernel socket buffers are not included.
@@ -31,6 +33,12 @@ pub struct RdMemory {
     pub engine: usize,
     /// Datagrams the fault layer holds.
     pub faults: usize,
+    /// Of `peers`, those holding an active part (work under way, or idle only briefly).
+    pub active_peers: usize,
+    /// Of `peer_state`, what the queue pair holds itself (its peer table and lists, active
+    /// parts, connected sockets), without the engine's sessions. Not summed again in
+    /// [`RdMemory::total`].
+    pub peer_entries: usize,
 }
 
 impl RdMemory {
@@ -46,36 +54,38 @@ impl RdMemory {
     }
 }
 
-/// A hash map's slots: the entry and a control byte each (hashbrown's layout, std's too).
-fn map_bytes<K, V>(capacity: usize) -> usize {
-    capacity * (size_of::<(K, V)>() + 1)
-}
-
 impl RdPath {
     pub(crate) fn memory(&self) -> RdMemory {
         let engine = self.endpoint.memory();
-        let mut peer_state = map_bytes::<SocketAddr, Peer>(self.peers.capacity())
-            + map_bytes::<u32, SocketAddr>(self.by_id.capacity())
-            + (self.handshaking.capacity() + self.retry.capacity()) * size_of::<SocketAddr>()
-            + engine.slots
-            + engine.sessions.bookkeeping;
+        let mut peer_state = self.peers.memory_bytes()
+            + self.hellos.capacity() * size_of::<Reverse<(Instant, PeerIx)>>()
+            + self.retry.capacity() * size_of::<PeerIx>()
+            + self.idle.capacity() * size_of::<(PeerIx, Instant)>();
+        let engine_peers = engine.slots + engine.sessions.bookkeeping;
         let mut waiting = 0;
         let mut staged = 0;
-        for p in self.peers.values() {
-            peer_state += p.waiting.capacity() * size_of::<OutMsg>()
-                + p.inflight.capacity() * size_of::<Inflight>()
-                + p.rx.bookkeeping_bytes()
-                + p.via.as_ref().map_or(0, |_| size_of::<PeerSocket>() + 16);
-            waiting += p
+        let mut active_peers = 0;
+        for p in self.peers.iter() {
+            // An `Arc`'s allocation: the socket and two counts.
+            peer_state += p.via.as_ref().map_or(0, |_| size_of::<PeerSocket>() + 16);
+            let Some(a) = &p.active else { continue };
+            active_peers += 1;
+            peer_state += size_of::<PeerActive>()
+                + a.waiting.capacity() * size_of::<OutMsg>()
+                + a.inflight.capacity() * size_of::<Inflight>()
+                + a.rx.bookkeeping_bytes();
+            waiting += a
                 .waiting
                 .iter()
                 .map(|m| m.head.len() + m.data.len())
                 .sum::<usize>();
-            staged += p.rx.staged_bytes();
+            staged += a.rx.staged_bytes();
         }
         RdMemory {
             peers: self.peers.len(),
-            peer_state,
+            peer_state: peer_state + engine_peers,
+            active_peers,
+            peer_entries: peer_state,
             send_queue: waiting + engine.sessions.send_queue + self.tx.memory_bytes(),
             retransmit: engine.sessions.retransmit,
             receive_ring: self.ring.as_ref().map_or(0, |r| r.memory_bytes())
@@ -93,7 +103,7 @@ impl RdPath {
         std::iter::once(self.sock.socket().as_fd())
             .chain(
                 self.peers
-                    .values()
+                    .iter()
                     .filter_map(|p| p.via.as_ref().map(|s| s.as_fd())),
             )
             .collect()

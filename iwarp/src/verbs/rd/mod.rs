@@ -16,7 +16,9 @@
 //! transmit queue ([`tx`]), the receive ring ([`ring`]), buffer reuse ([`pool`], [`copies`]),
 //! connected sockets ([`conn`]), the handshake's datagrams ([`hello`]), counters ([`stats`]);
 //! then the receive state of one peer and the receiver sinks ([`rx`]), a peer's whole state
-//! ([`peer`]), the queue pair's own ([`path`]: its table of peers and the transmit loop), the
+//! ([`peer`]: an always-present compact entry and an active part only a peer with work holds),
+//! the table of peers ([`table`]: a slab found by address and by session id), the queue pair's
+//! own ([`path`]: the transmit loop, idle peers' retirement), the
 //! handshake and sessions ([`sessions`]), the send path ([`send`]), progress ([`progress`]:
 //! reading, engine events, timers) and the memory ledger ([`memory`]).
 
@@ -33,8 +35,14 @@ mod rx;
 mod send;
 mod sessions;
 mod stats;
+mod table;
 mod tx;
 
+/// The handshake's datagrams, for tests that forge peers ([`RdQp::inject_datagram`]).
+///
+/// [`RdQp::inject_datagram`]: crate::verbs::RdQp::inject_datagram
+#[doc(hidden)]
+pub use hello::{Hello as RdHello, HelloKind as RdHelloKind, HELLO_LEN as RD_HELLO_LEN};
 pub use memory::RdMemory;
 pub(crate) use path::RdPath;
 pub use path::RD_SOCKET_BUFFER;

@@ -1,10 +1,11 @@
 //! The RD queue pair's own state: its socket, engine and table of peers, and the loop that
 //! hands the engine's datagrams to the kernel.
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::IoSlice;
 use std::net::{SocketAddr, UdpSocket};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use reliability::header::MAX_HEADER_LEN;
 use reliability::{Config as RdConfig, Endpoint, SessionIds};
@@ -22,6 +23,7 @@ use super::pool::BufPool;
 use super::ring::RecvRing;
 use super::rx::Stash;
 use super::stats::RdStats;
+use super::table::{PeerIx, PeerTable};
 use super::tx::{TxItem, TxQueue};
 
 /// `SO_RCVBUF`/`SO_SNDBUF` an RD socket asks for unless the configuration says otherwise.
@@ -32,10 +34,12 @@ pub const RD_SOCKET_BUFFER: usize = 4 << 20;
 /// stream, instead of one system call's share and one socket-buffer entry per datagram.
 const GRO_MAX_DATAGRAM: usize = 9 << 10;
 
-/// The peer tables are looked up several times per datagram. SipHash, std's default, costs
-/// more than the rest of a lookup; foldhash is seeded per process (so keys an attacker picks,
-/// peer addresses, still cannot be aimed at one bucket) and a fraction of the cost.
-pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+/// How long a peer stays idle before its active part ([`PeerActive`]) is dropped: long enough
+/// that a peer exchanging messages steadily keeps its queues (and their allocations) between
+/// them, short enough that peers met once in an exchange soon cost only their entry.
+///
+/// [`PeerActive`]: super::peer::PeerActive
+pub(super) const IDLE_GRACE: Duration = Duration::from_millis(100);
 
 /// A datagram set aside until receives are posted.
 pub(super) struct Parked {
@@ -55,13 +59,17 @@ pub(crate) struct RdPath {
     /// This incarnation, in every session it opens by handshake.
     pub(super) epoch: u32,
     pub(super) rng: SplitMix64,
-    pub(super) peers: FastMap<SocketAddr, Peer>,
-    /// Local session id → peer, for every peer (handshaking ones too: their id is taken).
-    pub(super) by_id: FastMap<u32, SocketAddr>,
-    /// Peers waiting for a HELLO-ACK.
-    pub(super) handshaking: Vec<SocketAddr>,
+    /// Every peer known, by address and by local session id (handshaking ones too: their id
+    /// is taken).
+    pub(super) peers: PeerTable,
+    /// HELLO retransmissions due, earliest first. Entries are not taken out when a handshake
+    /// ends: one is acted on only if its peer's timer still says that moment.
+    pub(super) hellos: BinaryHeap<Reverse<(Instant, PeerIx)>>,
     /// Peers with sends waiting that may go now.
-    pub(super) retry: Vec<SocketAddr>,
+    pub(super) retry: Vec<PeerIx>,
+    /// Peers that fell idle, and when: their active part goes once [`IDLE_GRACE`] has passed
+    /// and they are idle still. A FIFO, so that no progress call looks at every peer.
+    pub(super) idle: VecDeque<(PeerIx, Instant)>,
     /// Taken out while its datagrams are handled (boxed: a move is a pointer).
     pub(super) ring: Option<Box<RecvRing>>,
     pub(super) parked: VecDeque<Parked>,
@@ -137,10 +145,10 @@ impl RdPath {
             endpoint,
             epoch,
             rng,
-            peers: FastMap::default(),
-            by_id: FastMap::default(),
-            handshaking: Vec::new(),
+            peers: PeerTable::default(),
+            hellos: BinaryHeap::new(),
             retry: Vec::new(),
+            idle: VecDeque::new(),
             ring: Some(ring),
             parked: VecDeque::new(),
             stash: Stash::default(),
@@ -173,17 +181,20 @@ impl RdPath {
             // the session has no more or the batch is full.
             let mut route: Option<(u32, &Peer)> = None;
             let mut header = [0u8; MAX_HEADER_LEN];
-            let (tx, by_id, peers) = (&mut self.tx, &self.by_id, &self.peers);
+            let (tx, peers) = (&mut self.tx, &self.peers);
             while tx.wants_more() {
                 let run = self
                     .endpoint
                     .poll_transmit_run(now, &mut header, |id, header, t| {
                         if route.is_none_or(|(r, _)| r != id) {
-                            route = by_id.get(&id).and_then(|a| peers.get(a)).map(|p| (id, p));
+                            route = peers
+                                .find_id(id)
+                                .and_then(|i| peers.get(i))
+                                .map(|p| (id, p));
                         }
                         if let Some((_, p)) = route {
                             tx.push(TxItem {
-                                dst: p.dst,
+                                dst: p.ah.addr,
                                 via: p.via.clone(),
                                 header: *header,
                                 t,
@@ -209,19 +220,21 @@ impl RdPath {
 
     /// The queue pair failed: every outstanding request completes with `FlushError`.
     pub(crate) fn flush(&mut self, q: &mut WorkQueues) {
-        for (_, mut p) in self.peers.drain() {
+        for mut p in self.peers.drain() {
             if p.via.take().is_some() {
                 self.connect_left += 1;
             }
             p.fail_sends(q, WcStatus::FlushError);
-            p.rx.flush(q);
+            if let Some(a) = &mut p.active {
+                a.rx.flush(q);
+            }
             if let Some(s) = self.endpoint.remove(p.local_id) {
                 self.stats.add_session(s.stats());
             }
         }
-        self.by_id.clear();
-        self.handshaking.clear();
-        self.retry.clear();
+        self.hellos = BinaryHeap::new();
+        self.retry = Vec::new();
+        self.idle = VecDeque::new();
         // What the kernel had not taken yet may lend from buffers just handed back.
         self.tx.clear();
         self.stash.clear();
@@ -229,16 +242,16 @@ impl RdPath {
     }
 
     /// The earliest moment `poll_cq` has timed work to do: an engine timer (ACK delay,
-    /// retransmission, peer failure), a handshake retransmission, or a held fault datagram.
+    /// retransmission, peer failure), a handshake retransmission, a held fault datagram, or
+    /// idle peers' active parts to drop (so that memory goes back without traffic).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        let hello = self
-            .handshaking
-            .iter()
-            .filter_map(|a| self.peers.get(a)?.hello.as_ref().map(|h| h.next))
-            .min();
+        // Possibly a handshake that ended since: the wake-up then finds nothing due.
+        let hello = self.hellos.peek().map(|Reverse((t, _))| *t);
+        let idle = self.idle.front().map(|&(_, since)| since + IDLE_GRACE);
         [
             self.endpoint.poll_timeout(),
             hello,
+            idle,
             self.sock.next_fault_release(),
         ]
         .into_iter()
@@ -273,7 +286,7 @@ impl RdPath {
         s.dropped_malformed = e.dropped_malformed;
         s.dropped_unknown_session = e.dropped_unknown_session;
         s.peers = self.peers.len();
-        s.connected_peers = self.peers.values().filter(|p| p.via.is_some()).count();
+        s.connected_peers = self.peers.iter().filter(|p| p.via.is_some()).count();
         s.gso_sends = self.tx.gso_sends;
         s.connected_sends = self.tx.via_sends;
         s.gro_runs = self.ring.as_ref().map_or(0, |r| r.gro_runs);
@@ -286,15 +299,15 @@ impl RdPath {
         &self,
         addr: SocketAddr,
     ) -> Option<(reliability::Stats, reliability::RttStats)> {
-        let p = self.peers.get(&addr)?;
+        let p = self.peers.get(self.peers.find(addr)?)?;
         let s = self.endpoint.session(p.local_id)?;
         Some((*s.stats(), s.rtt()))
     }
 
     /// The session ids in use with the peer at `addr`, once established.
     pub(crate) fn peer_ids(&self, addr: SocketAddr) -> Option<SessionIds> {
-        let p = self.peers.get(&addr)?;
-        let r = p.remote?;
+        let p = self.peers.get(self.peers.find(addr)?)?;
+        let r = p.remote()?;
         Some(SessionIds {
             local_id: p.local_id,
             local_epoch: p.local_epoch,
@@ -303,21 +316,69 @@ impl RdPath {
         })
     }
 
+    /// Datagrams go nowhere from now on: they are kept for [`RdPath::take_sent`] (after the
+    /// fault layer, if one is on). No connected send socket is opened: they would bypass it.
+    pub(crate) fn null_link(&mut self) {
+        self.sock.null_link();
+        self.connect_left = 0;
+    }
+
+    pub(crate) fn take_sent(&mut self) -> Vec<(SocketAddr, Vec<u8>)> {
+        self.sock.take_sent()
+    }
+
     pub(crate) fn fault_stats(&self) -> Option<FaultStats> {
         self.sock.fault_stats()
     }
 
-    pub(super) fn send_control(&mut self, dst: &nix::sys::socket::SockaddrStorage, bytes: &[u8]) {
+    pub(super) fn send_control(&mut self, dst: SocketAddr, bytes: &[u8]) {
         self.stats.control_sent += 1;
         // A control datagram the kernel refuses is lost like any other; the timer resends.
-        let _ = self.sock.send(&[IoSlice::new(bytes)], dst);
+        let dst = nix::sys::socket::SockaddrStorage::from(dst);
+        let _ = self.sock.send(&[IoSlice::new(bytes)], &dst);
+    }
+
+    /// Notes that the peer at `i` may have fallen idle (after its work moved on): its active
+    /// part goes at [`RdPath::retire_idle`] if it stays so. O(1): a peer already listed is
+    /// not listed twice.
+    pub(super) fn note_idle(&mut self, i: PeerIx, now: Instant) {
+        let Some(a) = self.peers.get_mut(i).and_then(|p| p.active.as_mut()) else {
+            return;
+        };
+        if !a.listed && a.idle() {
+            a.listed = true;
+            self.idle.push_back((i, now));
+        }
+    }
+
+    /// Drops the active parts of peers idle for [`IDLE_GRACE`]; looks only at those listed
+    /// that long.
+    pub(super) fn retire_idle(&mut self, now: Instant) {
+        while let Some(&(i, since)) = self.idle.front() {
+            if now.saturating_duration_since(since) < IDLE_GRACE {
+                return;
+            }
+            self.idle.pop_front();
+            // A place reused since names another peer: retiring it early, if idle, loses
+            // nothing, and its own entry comes later.
+            if let Some(p) = self.peers.get_mut(i) {
+                if let Some(a) = &mut p.active {
+                    a.listed = false;
+                }
+                p.retire();
+            }
+        }
+        // A burst of a million peers going idle must not leave its FIFO's room behind.
+        if self.idle.is_empty() && self.idle.capacity() > 64 {
+            self.idle = VecDeque::new();
+        }
     }
 
     /// A fresh non-zero local session id not in use.
     pub(super) fn fresh_id(&mut self) -> u32 {
         loop {
             let id = self.rng.next_u32();
-            if id != 0 && !self.by_id.contains_key(&id) {
+            if id != 0 && self.peers.find_id(id).is_none() {
                 return id;
             }
         }
@@ -325,7 +386,11 @@ impl RdPath {
 
     /// Receives bound to messages still arriving.
     pub(crate) fn bound_receives(&self) -> usize {
-        self.peers.values().map(|p| p.rx.bound_len()).sum()
+        self.peers
+            .iter()
+            .filter_map(|p| p.active.as_ref())
+            .map(|a| a.rx.bound_len())
+            .sum()
     }
 }
 

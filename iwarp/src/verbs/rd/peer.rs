@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use nix::sys::socket::SockaddrStorage;
 use reliability::{MsgId, SendError};
 
 use super::conn::PeerSocket;
@@ -95,37 +94,122 @@ pub(super) struct HelloTimer {
     pub(super) interval: Duration,
 }
 
-pub(super) struct Peer {
-    pub(super) ah: AddressHandle,
-    pub(super) dst: SockaddrStorage,
-    pub(super) local_id: u32,
-    pub(super) local_epoch: u32,
-    /// Known once the handshake is done (or the ids were pre-seeded); the engine session
-    /// exists exactly then.
-    pub(super) remote: Option<Remote>,
+/// What only a peer with work needs: its handshake timer, its sends waiting and in flight, its
+/// receive state. Allocated when work comes, dropped a while after the peer fell idle, so that
+/// a peer met once costs only its [`Peer`] entry.
+pub(super) struct PeerActive {
     pub(super) hello: Option<HelloTimer>,
     pub(super) waiting: VecDeque<OutMsg>,
     pub(super) inflight: VecDeque<Inflight>,
     pub(super) rx: PeerRx,
-    /// The socket connected to the peer that its datagrams leave from, once its session is
-    /// open and if one was to be had ([`super::conn`]).
-    pub(super) via: Option<Arc<PeerSocket>>,
+    /// In the queue pair's FIFO of peers that may have fallen idle.
+    pub(super) listed: bool,
 }
 
-impl Peer {
+impl PeerActive {
+    /// Whether nothing would be lost by dropping it: no handshake, no send, no receive bound
+    /// or message staged.
+    pub(super) fn idle(&self) -> bool {
+        self.hello.is_none()
+            && self.waiting.is_empty()
+            && self.inflight.is_empty()
+            && self.rx.idle()
+    }
+
     /// Gives back the room of drained send queues.
     pub(super) fn compact(&mut self) {
         compact(&mut self.inflight);
         compact(&mut self.waiting);
     }
+}
+
+/// One peer, as every peer is known, busy or not: kept small, since a queue pair may know a
+/// million of them (the goal: an idle peer costs at most 256 bytes over every layer).
+pub(super) struct Peer {
+    pub(super) ah: AddressHandle,
+    pub(super) local_id: u32,
+    pub(super) local_epoch: u32,
+    /// The peer's session id, 0 until known (0 is reserved, never chosen): the engine session
+    /// exists exactly when it is known (handshake done, or ids pre-seeded).
+    remote_id: u32,
+    remote_epoch: u32,
+    /// The next message to deliver, while `active` is away; its receive state resumes there.
+    rx_next: u32,
+    // Dormant session words go here: the reliability engine's frozen session (a Copy struct of
+    // at most 24 bytes) is to be kept beside the ids once the engine can freeze one, so that an
+    // idle peer holds no engine session slot either. The size tests leave room for it.
+    /// The socket connected to the peer that its datagrams leave from, once its session is
+    /// open and if one was to be had ([`super::conn`]). Kept while idle: dropping it would
+    /// cost a `socket` and a `connect` at the next burst.
+    pub(super) via: Option<Arc<PeerSocket>>,
+    pub(super) active: Option<Box<PeerActive>>,
+}
+
+impl Peer {
+    pub(super) fn new(ah: AddressHandle, local_id: u32, local_epoch: u32, first: MsgId) -> Peer {
+        Peer {
+            ah,
+            local_id,
+            local_epoch,
+            remote_id: 0,
+            remote_epoch: 0,
+            rx_next: first.0,
+            via: None,
+            active: None,
+        }
+    }
+
+    pub(super) fn remote(&self) -> Option<Remote> {
+        (self.remote_id != 0).then_some(Remote {
+            id: self.remote_id,
+            epoch: self.remote_epoch,
+        })
+    }
+
+    /// The caller keeps `remote.id` non-zero (the handshake and `set_peer` refuse id 0).
+    pub(super) fn set_remote(&mut self, remote: Option<Remote>) {
+        let r = remote.unwrap_or(Remote { id: 0, epoch: 0 });
+        debug_assert!(remote.is_none() || r.id != 0);
+        (self.remote_id, self.remote_epoch) = (r.id, r.epoch);
+    }
+
+    /// The active part, allocated if the peer had none.
+    pub(super) fn active(&mut self) -> &mut PeerActive {
+        let next = MsgId(self.rx_next);
+        self.active.get_or_insert_with(|| {
+            Box::new(PeerActive {
+                hello: None,
+                waiting: VecDeque::new(),
+                inflight: VecDeque::new(),
+                rx: PeerRx::new(next),
+                listed: false,
+            })
+        })
+    }
+
+    /// Receive state starts again at message `first` (a new session).
+    pub(super) fn reset_rx(&mut self, first: MsgId) {
+        self.rx_next = first.0;
+        if let Some(a) = &mut self.active {
+            a.rx = PeerRx::new(first);
+        }
+    }
+
+    /// Drops the active part if it is idle; keeps where the receive state resumes.
+    pub(super) fn retire(&mut self) {
+        if let Some(a) = self.active.take_if(|a| a.idle()) {
+            self.rx_next = a.rx.next().0;
+        }
+    }
 
     /// Completes every send to this peer with `status`, taken by the engine or not, and drops
     /// what they lend.
     pub(super) fn fail_sends(&mut self, q: &mut WorkQueues, status: WcStatus) {
-        for f in self.inflight.drain(..) {
+        let Some(a) = &mut self.active else { return };
+        for f in a.inflight.drain(..) {
             q.send_failed(f.wr_id, f.len, status);
         }
-        for m in self.waiting.drain(..) {
+        for m in a.waiting.drain(..) {
             q.send_failed(m.wr_id, m.len, status);
         }
     }

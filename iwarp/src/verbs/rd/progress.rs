@@ -6,15 +6,15 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use nix::errno::Errno;
-use reliability::header::Packet;
+use reliability::header::{Kind, Packet};
 use reliability::{Endpoint, Event, SendError};
 
 use super::super::cq::WorkQueues;
 use super::super::{VerbsError, WcStatus};
 use super::hello;
 use super::path::{Parked, RdPath};
-use super::ring::RecvRing;
 use super::rx::{self, Gate, RdReceiver, ReceiverSink, RxSink};
+use super::table::PeerIx;
 
 /// Datagrams set aside for lack of receives; more such datagrams are refused unacknowledged
 /// (the sender keeps them and retransmits). The socket is never left unread: a datagram that
@@ -58,6 +58,9 @@ impl RdPath {
             self.endpoint.handle_timeout(now);
         }
         self.handshake_timers(q, now);
+        if !self.idle.is_empty() {
+            self.retire_idle(now);
+        }
         if lone {
             // One datagram, probably the message the caller is polling for: hand it over now
             // and turn the engine's news into completions on the next poll. What must leave at
@@ -128,7 +131,7 @@ impl RdPath {
                     self.on_datagram(q, now, data, src, reborrow(&mut recv))
                 {
                     let len = data.len();
-                    self.park(&mut ring, i, len, src, session, seq);
+                    self.park(|| ring.take(i), len, src, session, seq);
                 }
                 i += 1;
             }
@@ -148,6 +151,19 @@ impl RdPath {
             rounds += 1;
         }
         Ok(false)
+    }
+
+    /// Handles `data` as if it had just been read off the socket from `src`, alone in its
+    /// batch: the receive path a read datagram takes (handshake, gate, engine, completions),
+    /// then what a batch's end does (ACKs and sends leave). For tests that forge peers.
+    pub(crate) fn inject(&mut self, q: &mut WorkQueues, data: &[u8], src: SocketAddr) {
+        let now = Instant::now();
+        self.stats.datagrams_read += 1;
+        if let Some((session, seq)) = self.on_datagram(q, now, data, Some(src), None) {
+            self.park(|| data.to_vec(), data.len(), Some(src), session, seq);
+        }
+        self.drained(now);
+        self.service(q, now);
     }
 
     /// The socket was read to the end (a read found it empty, or a batch read came up short):
@@ -176,22 +192,31 @@ impl RdPath {
         if recv.is_some() {
             // Receiver mode: runs go by `feed_run`, so this names no session; the engine
             // counts it.
-            self.feed(q, now, data, None);
+            self.feed(q, now, data, None, false);
             return None;
         }
         let pkt = Packet::new_checked(data).ok();
-        let addr = pkt
-            .as_ref()
-            .and_then(|p| self.by_id.get(&p.session()).copied());
-        if let (Some(pkt), Some(p)) = (pkt, addr.and_then(|a| self.peers.get_mut(&a))) {
-            if p.remote.is_some_and(|r| r.epoch == pkt.epoch())
-                && rx::gate(&pkt, &mut p.rx, q, &self.stash) == Gate::Park
+        let peer = pkt.as_ref().and_then(|p| self.peers.find_id(p.session()));
+        let carries = pkt.as_ref().is_some_and(Self::carries_data);
+        if let (Some(pkt), Some(p)) = (pkt, peer.and_then(|i| self.peers.get_mut(i))) {
+            if carries
+                && p.remote().is_some_and(|r| r.epoch == pkt.epoch())
+                && rx::gate(&pkt, &mut p.active().rx, q, &self.stash) == Gate::Park
             {
                 return Some((pkt.session(), pkt.seq().0));
             }
         }
-        self.feed(q, now, data, addr);
+        self.feed(q, now, data, peer, carries);
         None
+    }
+
+    /// Whether a datagram carries message data, which its peer's receive state takes (an ACK,
+    /// or a kind the engine refuses, needs none: an idle peer's ACKs allocate nothing).
+    fn carries_data(pkt: &Packet<&[u8]>) -> bool {
+        matches!(
+            pkt.kind(),
+            Ok(Kind::Segment | Kind::Single | Kind::Coalesced)
+        )
     }
 
     /// The session a reliability datagram names (`None` for a control datagram or one too
@@ -208,17 +233,24 @@ impl RdPath {
         &mut self,
         now: Instant,
         id: u32,
-        run: impl Iterator<Item = &'d [u8]>,
+        run: impl Iterator<Item = &'d [u8]> + Clone,
         recv: &mut dyn RdReceiver,
     ) {
-        let peer = self.by_id.get(&id).and_then(|a| self.peers.get_mut(a));
+        let i = self.peers.find_id(id);
+        let peer = i.and_then(|i| self.peers.get_mut(i)).filter(|p| {
+            p.active.is_some()
+                || run
+                    .clone()
+                    .any(|d| Packet::new_checked(d).is_ok_and(|pkt| Self::carries_data(&pkt)))
+        });
         // Drops are counted by the engine.
         match peer {
             Some(p) => {
+                let src = p.ah.addr;
                 let mut sink = ReceiverSink {
-                    rx: &mut p.rx,
+                    rx: &mut p.active().rx,
                     recv,
-                    src: p.ah.addr,
+                    src,
                     qpn: self.qpn,
                     stats: &mut self.stats,
                 };
@@ -228,20 +260,33 @@ impl RdPath {
                 self.endpoint.handle_run(now, id, run, &mut ());
             }
         }
+        if let Some(i) = i {
+            self.note_idle(i, now);
+        }
     }
 
     /// Hands a datagram to the engine (posted-receive mode), with the sink of the peer at
-    /// `addr` (the one its session id names, if any).
-    fn feed(&mut self, q: &mut WorkQueues, now: Instant, data: &[u8], addr: Option<SocketAddr>) {
-        let peer = addr.and_then(|a| self.peers.get_mut(&a));
+    /// `i` (the one its session id names, if any); `carries`: whether it carries data.
+    fn feed(
+        &mut self,
+        q: &mut WorkQueues,
+        now: Instant,
+        data: &[u8],
+        i: Option<PeerIx>,
+        carries: bool,
+    ) {
+        let peer = i
+            .and_then(|i| self.peers.get_mut(i))
+            .filter(|p| carries || p.active.is_some());
         // Drops are counted by the engine.
         let _ = match peer {
             Some(p) => {
+                let src = p.ah.addr;
                 let mut sink = RxSink {
-                    rx: &mut p.rx,
+                    rx: &mut p.active().rx,
                     q,
                     stash: &mut self.stash,
-                    src: p.ah.addr,
+                    src,
                     qpn: self.qpn,
                     stats: &mut self.stats,
                 };
@@ -252,12 +297,15 @@ impl RdPath {
                 .endpoint
                 .handle_datagram(now, data, &mut (), |_, _| None),
         };
+        if let Some(i) = i {
+            self.note_idle(i, now);
+        }
     }
 
+    /// Sets a datagram aside; `take` hands over its buffer.
     fn park(
         &mut self,
-        ring: &mut RecvRing,
-        i: usize,
+        take: impl FnOnce() -> Vec<u8>,
         len: usize,
         src: Option<SocketAddr>,
         session: u32,
@@ -277,7 +325,7 @@ impl RdPath {
         }
         self.stats.parked += 1;
         self.parked.push_back(Parked {
-            buf: ring.take(i),
+            buf: take(),
             len,
             src,
             session,
@@ -304,41 +352,43 @@ impl RdPath {
 
     /// Engine events to completions, waiting sends to the engine, datagrams to the kernel.
     fn service(&mut self, q: &mut WorkQueues, now: Instant) {
-        self.events(q);
+        self.events(q, now);
         if !self.retry.is_empty() {
             self.retry_waiting(q, now);
         }
         self.transmit(now);
     }
 
-    fn events(&mut self, q: &mut WorkQueues) {
+    fn events(&mut self, q: &mut WorkQueues, now: Instant) {
         while let Some((id, ev)) = self.endpoint.poll_event() {
-            let Some(&addr) = self.by_id.get(&id) else {
+            let Some(i) = self.peers.find_id(id) else {
                 continue;
             };
             match ev {
                 Event::SendAcked(msg) => {
-                    let Some(p) = self.peers.get_mut(&addr) else {
+                    // What is in flight is in the active part.
+                    let Some(a) = self.peers.get_mut(i).and_then(|p| p.active.as_mut()) else {
                         continue;
                     };
                     // Acknowledgements come in message order: this is the front.
-                    if let Some(i) = p.inflight.iter().position(|f| f.msg == msg) {
-                        let f = p.inflight.remove(i).expect("found");
+                    if let Some(k) = a.inflight.iter().position(|f| f.msg == msg) {
+                        let f = a.inflight.remove(k).expect("found");
                         q.send_done(f.wr_id, f.len, f.signaled);
                         if let Some(data) = f.pooled {
                             self.pool.give(data);
                         }
                     }
-                    if !p.waiting.is_empty() {
-                        self.retry.push(addr);
-                    } else if p.inflight.is_empty() {
-                        p.compact();
+                    if !a.waiting.is_empty() {
+                        self.retry.push(i);
+                    } else if a.inflight.is_empty() {
+                        a.compact();
+                        self.note_idle(i, now);
                     }
                 }
-                Event::Writable => self.retry.push(addr),
+                Event::Writable => self.retry.push(i),
                 Event::PeerFailed { .. } => {
                     self.stats.peer_failures += 1;
-                    self.fail_peer(q, addr);
+                    self.fail_peer(q, i);
                 }
             }
         }
@@ -347,18 +397,19 @@ impl RdPath {
     fn retry_waiting(&mut self, q: &mut WorkQueues, now: Instant) {
         let mut list = std::mem::take(&mut self.retry);
         list.dedup();
-        for addr in list.drain(..) {
-            let Some(p) = self.peers.get_mut(&addr) else {
+        for i in list.drain(..) {
+            let Some(p) = self.peers.get_mut(i) else {
                 continue;
             };
-            if p.remote.is_none() {
+            let local_id = p.local_id;
+            let (Some(_), Some(a)) = (p.remote(), p.active.as_mut()) else {
                 continue;
-            }
-            while let Some(m) = p.waiting.pop_front() {
-                match m.offer(&mut self.endpoint, p.local_id, now) {
-                    Ok(f) => p.inflight.push_back(f),
+            };
+            while let Some(m) = a.waiting.pop_front() {
+                match m.offer(&mut self.endpoint, local_id, now) {
+                    Ok(f) => a.inflight.push_back(f),
                     Err((SendError::WouldBlock | SendError::PeerFailed, m)) => {
-                        p.waiting.push_front(m);
+                        a.waiting.push_front(m);
                         break;
                     }
                     Err((SendError::TooLarge, m)) => {
@@ -366,6 +417,7 @@ impl RdPath {
                     }
                 }
             }
+            self.note_idle(i, now);
         }
         // Keep the allocation.
         if self.retry.is_empty() {

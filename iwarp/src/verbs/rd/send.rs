@@ -164,17 +164,21 @@ impl RdPath {
         out: OutMsg,
     ) -> Result<(), VerbsError> {
         let now = Instant::now();
-        let addr = self.peer_for_send(q, ah, now);
-        let p = self.peers.get_mut(&addr).expect("just ensured");
-        match p.remote {
-            Some(_) if p.waiting.is_empty() => {
-                match out.offer(&mut self.endpoint, p.local_id, now) {
-                    Ok(f) => p.inflight.push_back(f),
+        let i = self.peer_for_send(q, ah, now);
+        let p = self.peers.get_mut(i).expect("just ensured");
+        let (local_id, open) = (p.local_id, p.remote().is_some());
+        let a = p.active();
+        match open {
+            true if a.waiting.is_empty() => {
+                match out.offer(&mut self.endpoint, local_id, now) {
+                    Ok(f) => a.inflight.push_back(f),
                     Err((SendError::WouldBlock | SendError::PeerFailed, out)) => {
-                        p.waiting.push_back(out)
+                        a.waiting.push_back(out)
                     }
                     Err((SendError::TooLarge, out)) => {
                         q.unreserve_send();
+                        // The active part just allocated may have nothing to do.
+                        self.note_idle(i, now);
                         return Err(VerbsError::MessageTooLarge {
                             len: out.len,
                             max: RD_MAX_MESSAGE,
@@ -182,7 +186,7 @@ impl RdPath {
                     }
                 }
             }
-            _ => p.waiting.push_back(out),
+            _ => a.waiting.push_back(out),
         }
         if !self.corked {
             self.transmit(now);

@@ -1,18 +1,17 @@
 //! The peers of an RD queue pair: their session ids, the handshake that agrees on them, and
 //! what becomes of their work when a session ends.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use nix::sys::socket::SockaddrStorage;
 use reliability::{MsgId, SessionIds};
 
 use super::conn::{self};
 use super::hello::{Hello, HelloKind};
 use super::path::RdPath;
 use super::peer::{same_host, HelloTimer, Peer, Remote};
-use super::rx::PeerRx;
+use super::table::PeerIx;
 use crate::verbs::cq::WorkQueues;
 use crate::verbs::{AddressHandle, VerbsError, WcStatus};
 use crate::wire::datagram::MAX_QPN;
@@ -31,80 +30,66 @@ impl RdPath {
         q: &mut WorkQueues,
         ah: AddressHandle,
         now: Instant,
-    ) -> SocketAddr {
-        if let Some(p) = self.peers.get(&ah.addr) {
-            if p.ah.qpn == ah.qpn {
-                return ah.addr;
+    ) -> PeerIx {
+        if let Some(i) = self.peers.find(ah.addr) {
+            if self.peers.get(i).is_some_and(|p| p.ah.qpn == ah.qpn) {
+                return i;
             }
             // Another queue pair at that address now: the old one's work fails.
-            self.fail_peer(q, ah.addr);
+            self.fail_peer(q, i);
         }
         let id = self.fresh_id();
-        self.insert_peer(ah, id, self.epoch);
-        self.start_handshake(ah.addr, now);
-        ah.addr
+        let i = self.insert_peer(ah, id, self.epoch);
+        self.start_handshake(i, now);
+        i
     }
 
-    fn insert_peer(&mut self, ah: AddressHandle, local_id: u32, local_epoch: u32) {
-        self.by_id.insert(local_id, ah.addr);
-        self.peers.insert(
-            ah.addr,
-            Peer {
-                ah,
-                dst: SockaddrStorage::from(ah.addr),
-                local_id,
-                local_epoch,
-                remote: None,
-                hello: None,
-                waiting: VecDeque::new(),
-                inflight: VecDeque::new(),
-                rx: PeerRx::new(MsgId(self.config.initial_seq)),
-                via: None,
-            },
-        );
+    fn insert_peer(&mut self, ah: AddressHandle, local_id: u32, local_epoch: u32) -> PeerIx {
+        let first = MsgId(self.config.initial_seq);
+        self.peers
+            .insert(Peer::new(ah, local_id, local_epoch, first))
     }
 
-    fn start_handshake(&mut self, addr: SocketAddr, now: Instant) {
-        let Some(p) = self.peers.get_mut(&addr) else {
+    fn start_handshake(&mut self, i: PeerIx, now: Instant) {
+        let Some(p) = self.peers.get_mut(i) else {
             return;
         };
         let interval = self.config.initial_rto;
-        p.hello = Some(HelloTimer {
+        let next = now + interval;
+        p.active().hello = Some(HelloTimer {
             started: now,
-            next: now + interval,
+            next,
             interval,
         });
-        self.handshaking.push(addr);
-        self.send_hello(addr, HelloKind::Hello, (0, 0));
+        self.hellos.push(Reverse((next, i)));
+        self.send_hello(i, HelloKind::Hello, (0, 0));
     }
 
-    fn send_hello(&mut self, addr: SocketAddr, kind: HelloKind, echo: (u32, u32)) {
-        let Some(p) = self.peers.get(&addr) else {
+    fn send_hello(&mut self, i: PeerIx, kind: HelloKind, echo: (u32, u32)) {
+        let Some(p) = self.peers.get(i) else {
             return;
         };
         let h = Hello {
             kind,
-            checksum: self.asks_crc(addr),
+            checksum: self.asks_crc(p.ah.addr),
             dst_qpn: p.ah.qpn,
             src_qpn: self.qpn,
             id: p.local_id,
             epoch: p.local_epoch,
             echo,
         };
-        let dst = p.dst;
-        self.send_control(&dst, &h.emit());
+        let dst = p.ah.addr;
+        self.send_control(dst, &h.emit());
     }
 
     /// The peer's ids are known: open the engine session and let waiting sends go.
     /// `checksum`: whether the session's datagrams carry a CRC32c, both ways (MPA's rule: on
     /// if either side asks for it).
-    fn establish(&mut self, addr: SocketAddr, remote: Remote, checksum: bool, now: Instant) {
-        let Some(p) = self.peers.get_mut(&addr) else {
+    fn establish(&mut self, i: PeerIx, remote: Remote, checksum: bool, now: Instant) {
+        let Some(p) = self.peers.get_mut(i) else {
             return;
         };
-        p.remote = Some(remote);
-        p.hello = None;
-        self.handshaking.retain(|a| *a != addr);
+        p.set_remote(Some(remote));
         self.endpoint.open_with(
             SessionIds {
                 local_id: p.local_id,
@@ -116,58 +101,60 @@ impl RdPath {
             checksum,
         );
         if p.via.is_none() && self.connect_left > 0 {
-            p.via = conn::connect(&conn::PROCESS, self.local, addr, self.send_buffer);
+            p.via = conn::connect(&conn::PROCESS, self.local, p.ah.addr, self.send_buffer);
             if p.via.is_some() {
                 self.connect_left -= 1;
             }
         }
-        if !p.waiting.is_empty() {
-            self.retry.push(addr);
+        // The timer's entry in `hellos` is left to go stale.
+        if let Some(a) = &mut p.active {
+            a.hello = None;
+            if !a.waiting.is_empty() {
+                self.retry.push(i);
+            }
         }
+        self.note_idle(i, now);
     }
 
-    /// Ends the engine session with the peer at `addr`: its sends fail, taken by the engine
+    /// Ends the engine session with the peer at `i`: its sends fail, taken by the engine
     /// or not (and what they lend is dropped with them), bound receives go back to the head
     /// of the receive queue.
-    fn close_session(&mut self, q: &mut WorkQueues, addr: SocketAddr) {
-        let Some(p) = self.peers.get_mut(&addr) else {
+    fn close_session(&mut self, q: &mut WorkQueues, i: PeerIx) {
+        let Some(p) = self.peers.get_mut(i) else {
             return;
         };
         if p.via.take().is_some() {
             self.connect_left += 1;
         }
-        if p.remote.take().is_some() {
+        if p.remote().is_some() {
+            p.set_remote(None);
             if let Some(s) = self.endpoint.remove(p.local_id) {
                 self.stats.add_session(s.stats());
             }
         }
-        self.tx.forget(&p.dst);
+        self.tx.forget(p.ah.addr);
         // Those not yet offered fail too: a caller told that one part of its data failed may
         // take back the buffer the other parts lend from.
         p.fail_sends(q, WcStatus::TransportError);
-        p.rx.unbind_all(q);
-        p.rx = PeerRx::new(MsgId(self.config.initial_seq));
-    }
-
-    /// Forgets the peer at `addr`; everything it had outstanding fails with
-    /// `TransportError`. A later send starts a new handshake.
-    pub(super) fn fail_peer(&mut self, q: &mut WorkQueues, addr: SocketAddr) {
-        self.close_session(q, addr);
-        if let Some(p) = self.peers.remove(&addr) {
-            self.by_id.remove(&p.local_id);
+        if let Some(a) = &mut p.active {
+            a.rx.unbind_all(q);
         }
-        self.handshaking.retain(|a| *a != addr);
+        p.reset_rx(MsgId(self.config.initial_seq));
     }
 
-    /// Gives the peer at `addr` a new local id (so datagrams meant for its old session are
+    /// Forgets the peer at `i`; everything it had outstanding fails with `TransportError`. A
+    /// later send starts a new handshake.
+    pub(super) fn fail_peer(&mut self, q: &mut WorkQueues, i: PeerIx) {
+        self.close_session(q, i);
+        // Its entries in `hellos`, `retry` and `idle` go stale; whoever pops one checks.
+        self.peers.remove(i);
+    }
+
+    /// Gives the peer at `i` a new local id (so datagrams meant for its old session are
     /// refused as foreign).
-    fn renew_id(&mut self, addr: SocketAddr) {
+    fn renew_id(&mut self, i: PeerIx) {
         let id = self.fresh_id();
-        if let Some(p) = self.peers.get_mut(&addr) {
-            self.by_id.remove(&p.local_id);
-            p.local_id = id;
-            self.by_id.insert(id, addr);
-        }
+        self.peers.set_local_id(i, id);
     }
 
     pub(super) fn on_control(
@@ -191,74 +178,85 @@ impl RdPath {
             id: h.id,
             epoch: h.epoch,
         };
+        let found = self.peers.find(src);
+        let known = found.and_then(|i| self.peers.get(i).map(|p| (i, p.ah.qpn, p.remote())));
         match h.kind {
             HelloKind::Hello => {
-                let known = self.peers.get(&src).map(|p| (p.ah.qpn, p.remote));
-                match known {
+                let i = match known {
                     // Our HELLO-ACK was lost: answer again.
-                    Some((qpn, Some(r))) if qpn == h.src_qpn && r == remote => {}
+                    Some((i, qpn, Some(r))) if qpn == h.src_qpn && r == remote => i,
                     // Both sides said HELLO at once.
-                    Some((qpn, None)) if qpn == h.src_qpn => {
-                        self.establish(src, remote, checksum, now)
+                    Some((i, qpn, None)) if qpn == h.src_qpn => {
+                        self.establish(i, remote, checksum, now);
+                        i
                     }
                     // The peer restarted, or gave up on the old session: start afresh.
-                    Some((qpn, Some(_))) if qpn == h.src_qpn => {
-                        self.close_session(q, src);
-                        self.renew_id(src);
-                        self.establish(src, remote, checksum, now);
+                    Some((i, qpn, Some(_))) if qpn == h.src_qpn => {
+                        self.close_session(q, i);
+                        self.renew_id(i);
+                        self.establish(i, remote, checksum, now);
+                        i
                     }
                     other => {
-                        if other.is_some() {
-                            self.fail_peer(q, src);
+                        if let Some((i, ..)) = other {
+                            self.fail_peer(q, i);
                         }
                         let id = self.fresh_id();
-                        self.insert_peer(AddressHandle::new(src, h.src_qpn), id, self.epoch);
-                        self.establish(src, remote, checksum, now);
+                        let i =
+                            self.insert_peer(AddressHandle::new(src, h.src_qpn), id, self.epoch);
+                        self.establish(i, remote, checksum, now);
+                        i
                     }
-                }
-                self.send_hello(src, HelloKind::Ack, (h.id, h.epoch));
+                };
+                self.send_hello(i, HelloKind::Ack, (h.id, h.epoch));
             }
             HelloKind::Ack => {
-                let fits = self.peers.get(&src).is_some_and(|p| {
+                let fits = found.and_then(|i| self.peers.get(i)).is_some_and(|p| {
                     p.ah.qpn == h.src_qpn
                         && h.echo == (p.local_id, p.local_epoch)
-                        && p.remote.is_none_or(|r| r == remote)
+                        && p.remote().is_none_or(|r| r == remote)
                 });
                 if !fits {
                     self.stats.dropped_control += 1;
                     return;
                 }
-                if self.peers.get(&src).is_some_and(|p| p.remote.is_none()) {
-                    self.establish(src, remote, checksum, now);
+                if let Some((i, _, None)) = known {
+                    self.establish(i, remote, checksum, now);
                 }
             }
         }
     }
 
     /// Resends due HELLOs with exponential backoff; a peer silent for `idle_timeout` since
-    /// the first one fails.
+    /// the first one fails. Looks only at the timers due.
     pub(super) fn handshake_timers(&mut self, q: &mut WorkQueues, now: Instant) {
-        let mut i = 0;
-        while i < self.handshaking.len() {
-            let addr = self.handshaking[i];
-            let Some(t) = self.peers.get_mut(&addr).and_then(|p| p.hello.as_mut()) else {
-                self.handshaking.swap_remove(i);
+        while let Some(&Reverse((due, i))) = self.hellos.peek() {
+            if now < due {
+                return;
+            }
+            self.hellos.pop();
+            let timer = self
+                .peers
+                .get_mut(i)
+                .and_then(|p| p.active.as_mut())
+                .and_then(|a| a.hello.as_mut());
+            // Stale: the handshake ended, or the peer is gone (its place maybe reused).
+            let Some(t) = timer.filter(|t| t.next == due) else {
                 continue;
             };
-            if now < t.next {
-                i += 1;
-                continue;
-            }
             let limit = t.started + self.config.idle_timeout;
             if now >= limit {
                 self.stats.handshake_failures += 1;
-                self.fail_peer(q, addr);
+                self.fail_peer(q, i);
                 continue;
             }
             t.interval = (t.interval * 2).min(self.config.max_rto);
             t.next = (now + t.interval).min(limit);
-            self.send_hello(addr, HelloKind::Hello, (0, 0));
-            i += 1;
+            self.hellos.push(Reverse((t.next, i)));
+            self.send_hello(i, HelloKind::Hello, (0, 0));
+        }
+        if self.hellos.is_empty() && self.hellos.capacity() > 64 {
+            self.hellos = Default::default();
         }
     }
 
@@ -275,33 +273,38 @@ impl RdPath {
                 "address handle QPN above 2^30 - 1".into(),
             ));
         }
-        if ids.local_id == 0 {
+        if ids.local_id == 0 || ids.remote_id == 0 {
             return Err(VerbsError::InvalidArgument(
                 "session id 0 is reserved".into(),
             ));
         }
-        if self.by_id.get(&ids.local_id).is_some_and(|a| *a != ah.addr) {
+        let holder = self.peers.find_id(ids.local_id);
+        if holder
+            .and_then(|i| self.peers.get(i))
+            .is_some_and(|p| p.ah.addr != ah.addr)
+        {
             return Err(VerbsError::InvalidArgument(
                 "local session id already used for another peer".into(),
             ));
         }
         let now = Instant::now();
-        match self.peers.get(&ah.addr).map(|p| p.ah.qpn) {
-            Some(qpn) if qpn == ah.qpn => {
-                self.close_session(q, ah.addr);
-                let p = self.peers.get_mut(&ah.addr).expect("present");
-                self.by_id.remove(&p.local_id);
-                p.local_id = ids.local_id;
-                p.local_epoch = ids.local_epoch;
-                self.by_id.insert(ids.local_id, ah.addr);
+        let found = self.peers.find(ah.addr);
+        let i = match found.and_then(|i| self.peers.get(i).map(|p| (i, p.ah.qpn))) {
+            Some((i, qpn)) if qpn == ah.qpn => {
+                self.close_session(q, i);
+                self.peers.set_local_id(i, ids.local_id);
+                if let Some(p) = self.peers.get_mut(i) {
+                    p.local_epoch = ids.local_epoch;
+                }
+                i
             }
             other => {
-                if other.is_some() {
-                    self.fail_peer(q, ah.addr);
+                if let Some((i, _)) = other {
+                    self.fail_peer(q, i);
                 }
-                self.insert_peer(ah, ids.local_id, ids.local_epoch);
+                self.insert_peer(ah, ids.local_id, ids.local_epoch)
             }
-        }
+        };
         let remote = Remote {
             id: ids.remote_id,
             epoch: ids.remote_epoch,
@@ -309,7 +312,7 @@ impl RdPath {
         // Without a handshake neither end learns the other's choice, so the same-host
         // exemption, which the two ends may judge differently, cannot apply.
         let checksum = self.config.checksum;
-        self.establish(ah.addr, remote, checksum, now);
+        self.establish(i, remote, checksum, now);
         Ok(())
     }
 }
