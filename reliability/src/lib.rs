@@ -10,6 +10,7 @@
 pub mod config;
 mod crc;
 mod deadline;
+mod dormant;
 pub mod endpoint;
 pub mod header;
 pub mod reassembly;
@@ -20,6 +21,7 @@ pub mod session;
 pub mod stats;
 
 pub use config::{Config, ConfigError};
+pub use dormant::Dormant;
 pub use endpoint::{Endpoint, EndpointStats};
 pub use reassembly::{Delivery, Placement, Sink};
 pub use seq::{MsgId, MsgRange, Seq};
