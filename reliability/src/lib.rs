@@ -22,7 +22,7 @@ pub mod stats;
 
 pub use config::{Config, ConfigError};
 pub use dormant::Dormant;
-pub use endpoint::{Endpoint, EndpointStats};
+pub use endpoint::{Endpoint, EndpointStats, Slept};
 pub use reassembly::{Delivery, Placement, Sink};
 pub use seq::{MsgId, MsgRange, Seq};
 pub use session::{
