@@ -1,7 +1,10 @@
 //! An endpoint with `dormant_after` set: idle sessions leave it through `poll_dormant` and come
 //! back with `resume`; the timer heap does not grow across cycles; opening sessions costs the
 //! same however many are open; the receive budget's share is taken up lazily and only open
-//! sessions count in it.
+//! sessions count in it; and endpoints whose sessions sleep between bursts interoperate over a
+//! faulty network with one that keeps its own.
+
+mod util;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -275,4 +278,53 @@ fn the_budget_is_shared_among_open_sessions_lazily() {
     }
     assert_eq!(b.ep.session(4).unwrap().credit(), 16);
     assert_eq!(advertised(&mut a, &mut b, 1001, t0 + AFTER), 16);
+}
+
+/// Paced flows both ways between an endpoint whose sessions sleep between bursts and one whose
+/// sessions never do (or, for odd seeds, both sleep), over a network that loses, duplicates,
+/// delays and reorders: every message arrives once, in order and intact.
+#[test]
+fn sleeping_endpoints_interoperate_over_a_faulty_network() {
+    let mut slept = 0;
+    for seed in 0..16u64 {
+        let cfg = util::small_config(600);
+        let sleepy = Config {
+            dormant_after: Some(Duration::from_micros(300)),
+            ..cfg.clone()
+        };
+        let other = if seed % 2 == 1 { sleepy.clone() } else { cfg };
+        let faults = util::Faults {
+            loss: 0.1,
+            duplicate: 0.05,
+            reorder: 0.3,
+            reorder_delay: Duration::from_micros(300),
+            jitter: Duration::from_micros(10),
+            ..util::Faults::none()
+        };
+        let gen = util::MsgGen {
+            seed,
+            max_len: 2000,
+            tiny: 0.4,
+            small: 0.3,
+            small_len: 200,
+        };
+        let mut sim = util::Sim::new(seed, faults, gen, [sleepy, other]);
+        sim.connect(0, 1);
+        sim.flow(0, 1, 120);
+        sim.pace(0, 4, Duration::from_millis(2));
+        sim.flow(1, 0, 60);
+        sim.pace(1, 3, Duration::from_micros(2500));
+        sim.run(Duration::from_secs(20));
+        util::assert_idle(&sim);
+        assert!(
+            sim.nodes[0].slept >= 10,
+            "seed {seed}: {}",
+            sim.nodes[0].slept
+        );
+        if seed % 2 == 0 {
+            assert_eq!(sim.nodes[1].slept, 0);
+        }
+        slept += sim.nodes[0].slept + sim.nodes[1].slept;
+    }
+    assert!(slept >= 300, "{slept}");
 }
