@@ -267,9 +267,11 @@ impl Endpoint {
     /// Resumes a session frozen into `dormant` (handed out by [`Endpoint::poll_dormant`], or
     /// frozen by the caller with [`Session::freeze`]) at `now`, with its share of the receive
     /// budget. A caller that keeps dormant sessions looks a datagram's id up itself and
-    /// resumes before [`Endpoint::handle_datagram`] or [`Endpoint::handle_run`] (whose
-    /// `accept` is for first contact only), and before sending on it. If a session with this
-    /// local id is open already, that one is returned unchanged.
+    /// resumes before [`Endpoint::handle_datagram`] (whose `accept` is for first contact
+    /// only) or [`Endpoint::handle_run`], and before sending on it: to the endpoint the id
+    /// is unknown (`send` answers `PeerFailed`), and opening it afresh instead would restart
+    /// its numbering, which the peer would drop as duplicates. If a session with this local id
+    /// is open already, that one is returned unchanged.
     pub fn resume(&mut self, ids: SessionIds, dormant: Dormant, now: Instant) -> &mut Session {
         let id = ids.local_id;
         if !self.sessions.contains_key(&id) {
