@@ -63,6 +63,15 @@ pub struct Config {
     pub checksum: bool,
     /// First sequence number and first message id, in both directions.
     pub initial_seq: u32,
+    /// An [`Endpoint`](crate::Endpoint) freezes a session idle in every respect for this long
+    /// into a [`Dormant`](crate::Dormant) and hands it out through
+    /// [`Endpoint::poll_dormant`](crate::Endpoint::poll_dormant), so that a peer not talked
+    /// to costs the endpoint nothing. `None` (the default) keeps every session open: a caller
+    /// has to take dormant sessions and resume them, which one that does not know of them
+    /// would not. One second is the value to turn it on with (see the README). A
+    /// [`Session`](crate::Session) alone only reports when it would be due
+    /// ([`Session::dormant_at`](crate::Session::dormant_at)).
+    pub dormant_after: Option<Duration>,
 }
 
 impl Default for Config {
@@ -86,6 +95,7 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(30),
             checksum: true,
             initial_seq: 0,
+            dormant_after: None,
         }
     }
 }
@@ -118,6 +128,10 @@ impl Config {
         check(self.min_rto > Duration::ZERO, "min_rto is 0")?;
         check(self.min_rto <= self.max_rto, "min_rto above max_rto")?;
         check(self.idle_timeout > Duration::ZERO, "idle_timeout is 0")?;
+        check(
+            self.dormant_after != Some(Duration::ZERO),
+            "dormant_after is 0",
+        )?;
         Ok(())
     }
 
@@ -181,6 +195,11 @@ mod tests {
         assert!(c.validate().is_err());
         let c = Config {
             dup_thresh: 5,
+            ..Config::default()
+        };
+        assert!(c.validate().is_err());
+        let c = Config {
+            dormant_after: Some(Duration::ZERO),
             ..Config::default()
         };
         assert!(c.validate().is_err());

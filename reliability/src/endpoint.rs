@@ -1,6 +1,8 @@
 //! Many sessions behind one socket: finds a datagram's session by the receiver-chosen id in its
 //! header, creates sessions on first contact, shares a receive budget among them as credit, and
-//! keeps ready lists and a timer heap so that polling costs nothing for idle peers.
+//! keeps ready lists and a timer heap so that polling costs nothing for idle peers. Sessions idle
+//! for [`Config::dormant_after`] leave it as [`Dormant`] values for the caller to keep, so that
+//! what it holds grows with the peers in use, not with every peer ever talked to.
 
 use core::hash::{BuildHasherDefault, Hasher};
 use std::cmp::Reverse;
@@ -12,13 +14,15 @@ use bytes::Bytes;
 use hashbrown::HashMap;
 
 use crate::config::{Config, ConfigError};
+use crate::deadline::earliest;
+use crate::dormant::Dormant;
 use crate::header::{Packet, MAX_HEADER_LEN};
 use crate::reassembly::Sink;
 use crate::seq::MsgId;
 use crate::session::{
     DropReason, Event, GatherTransmit, Refused, SendError, Session, SessionIds, Transmit,
 };
-use crate::stats::{EndpointMemory, Memory};
+use crate::stats::{EndpointMemory, Memory, Stats};
 
 /// Session ids are chosen by this side, so they need no defence against crafted collisions; a
 /// multiplicative hash spreads them well enough and keeps iteration order deterministic.
@@ -54,12 +58,30 @@ struct Entry {
     armed: Option<Instant>,
     /// Listed in `Endpoint::owing`.
     owing: bool,
+    /// Listed in `Endpoint::due` (by `handle_timeout`, while it collects).
+    due: bool,
 }
 
 impl Entry {
+    fn new(session: Session) -> Entry {
+        Entry {
+            session,
+            tx_queued: false,
+            ev_queued: false,
+            armed: None,
+            owing: false,
+            due: false,
+        }
+    }
+
+    /// The session's own deadline, or when it goes dormant if that is sooner.
+    fn deadline(&self) -> Option<Instant> {
+        earliest(self.session.poll_timeout(), self.session.dormant_at())
+    }
+
     /// Makes sure the heap holds an entry at or before the session's deadline.
     fn arm(&mut self, timers: &mut BinaryHeap<Reverse<(Instant, u32)>>, id: u32) {
-        if let Some(t) = self.session.poll_timeout() {
+        if let Some(t) = self.deadline() {
             if self.armed.is_none_or(|a| t < a) {
                 timers.push(Reverse((t, id)));
                 self.armed = Some(t);
@@ -77,6 +99,24 @@ pub struct EndpointStats {
     pub dropped_unknown_session: u64,
     /// Sessions created.
     pub sessions_opened: u64,
+    /// Sessions frozen for [`Endpoint::poll_dormant`].
+    pub sessions_frozen: u64,
+    /// Sessions resumed by [`Endpoint::resume`].
+    pub sessions_resumed: u64,
+}
+
+/// A session the endpoint froze and removed (see [`Config::dormant_after`]), as
+/// [`Endpoint::poll_dormant`] hands it out: resume it with [`Endpoint::resume`]`(ids, dormant,
+/// ..)` before giving the endpoint a datagram for it or sending on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slept {
+    /// The session's ids, to resume it with.
+    pub ids: SessionIds,
+    /// Where it stood.
+    pub dormant: Dormant,
+    /// The session's counters up to its freezing (the resumed one counts from zero), for a
+    /// caller that totals them, as after [`Endpoint::remove`].
+    pub stats: Stats,
 }
 
 /// A set of sessions keyed by their local (receiver-chosen) id.
@@ -91,7 +131,11 @@ pub struct Endpoint {
     due: Vec<u32>,
     /// Sessions that may owe their peer an ACK, for [`Endpoint::flush_acks`].
     owing: Vec<u32>,
+    /// Frozen sessions not yet taken by `poll_dormant`.
+    slept: VecDeque<Slept>,
     recv_budget: Option<u32>,
+    /// The receive budget's share per session, taken up lazily (see `set_recv_budget`).
+    share: Option<u16>,
     /// When the caller last found its input empty ([`Endpoint::input_drained`]).
     drained_at: Option<Instant>,
     stats: EndpointStats,
@@ -109,26 +153,34 @@ impl Endpoint {
             timers: BinaryHeap::new(),
             due: Vec::new(),
             owing: Vec::new(),
+            slept: VecDeque::new(),
             recv_budget: None,
+            share: None,
             drained_at: None,
             stats: EndpointStats::default(),
         })
     }
 
-    /// Shares `datagrams` of receive credit among the sessions: each advertises
+    /// Shares `datagrams` of receive credit among the open sessions: each advertises
     /// `budget / sessions` (at least 1, at most `recv_window`), so that all peers together
     /// cannot have more datagrams in flight to this endpoint than its socket buffer holds.
+    /// Dormant sessions have no share (they hold no credit in use).
+    ///
+    /// This call gives every session the share at once. When sessions open, close, go
+    /// dormant or resume, the share changes without visiting the others (which would make
+    /// opening N sessions cost N²): each takes up the share in force when the endpoint next
+    /// gives it input or polls it for datagrams, so every ACK carries the current share. A
+    /// peer learns of a smaller share with the next ACK it gets, which it gets within the ACK
+    /// delay of its next datagram, and may use its old credit until then (as when shares were
+    /// pushed, since credit only travels on ACKs): the budget holds once every peer with data
+    /// in flight has been acknowledged since the change. A larger share is announced at once
+    /// when the session is next visited.
     pub fn set_recv_budget(&mut self, datagrams: u32) {
         self.recv_budget = Some(datagrams);
-        self.rebalance();
-    }
-
-    fn rebalance(&mut self) {
-        let Some(budget) = self.recv_budget else {
+        self.reshare();
+        let Some(share) = self.share else {
             return;
         };
-        let n = self.sessions.len().max(1) as u32;
-        let share = (budget / n).clamp(1, u32::from(u16::MAX)) as u16;
         let ids: Vec<u32> = self.sessions.keys().copied().collect();
         for id in ids {
             let e = self.sessions.get_mut(&id).expect("listed");
@@ -141,6 +193,14 @@ impl Endpoint {
                 e,
             );
         }
+    }
+
+    /// Recomputes the share after the open sessions changed; O(1), see `set_recv_budget`.
+    fn reshare(&mut self) {
+        let n = self.sessions.len().max(1) as u32;
+        self.share = self
+            .recv_budget
+            .map(|budget| (budget / n).clamp(1, u32::from(u16::MAX)) as u16);
     }
 
     fn touch(
@@ -173,29 +233,61 @@ impl Endpoint {
     pub fn open_with(&mut self, ids: SessionIds, now: Instant, checksum: bool) -> &mut Session {
         let id = ids.local_id;
         if !self.sessions.contains_key(&id) {
-            let config = if checksum == self.config.checksum {
-                self.config.clone()
-            } else {
-                Arc::new(Config {
-                    checksum,
-                    ..(*self.config).clone()
-                })
-            };
+            let config = self.config_with(checksum);
             let session = Session::new(config, ids, now).expect("config validated");
-            self.sessions.insert(
-                id,
-                Entry {
-                    session,
-                    tx_queued: false,
-                    ev_queued: false,
-                    armed: None,
-                    owing: false,
-                },
-            );
             self.stats.sessions_opened += 1;
-            self.rebalance();
+            self.insert(id, session);
         }
         &mut self.sessions.get_mut(&id).expect("just inserted").session
+    }
+
+    /// The endpoint's configuration, or a copy with `checksum` if it differs.
+    fn config_with(&self, checksum: bool) -> Arc<Config> {
+        if checksum == self.config.checksum {
+            self.config.clone()
+        } else {
+            Arc::new(Config {
+                checksum,
+                ..(*self.config).clone()
+            })
+        }
+    }
+
+    /// Adds a session, with the share it now has; only its own timer is armed.
+    fn insert(&mut self, id: u32, session: Session) {
+        self.sessions.insert(id, Entry::new(session));
+        self.reshare();
+        let e = self.sessions.get_mut(&id).expect("just inserted");
+        if let Some(share) = self.share {
+            e.session.set_credit(share);
+        }
+        e.arm(&mut self.timers, id);
+    }
+
+    /// Resumes a session frozen into `dormant` (handed out by [`Endpoint::poll_dormant`], or
+    /// frozen by the caller with [`Session::freeze`]) at `now`, with its share of the receive
+    /// budget. A caller that keeps dormant sessions looks a datagram's id up itself and
+    /// resumes before [`Endpoint::handle_datagram`] (whose `accept` is for first contact
+    /// only) or [`Endpoint::handle_run`], and before sending on it: to the endpoint the id
+    /// is unknown (`send` answers `PeerFailed`), and opening it afresh instead would restart
+    /// its numbering, which the peer would drop as duplicates. If a session with this local id
+    /// is open already, that one is returned unchanged.
+    pub fn resume(&mut self, ids: SessionIds, dormant: Dormant, now: Instant) -> &mut Session {
+        let id = ids.local_id;
+        if !self.sessions.contains_key(&id) {
+            let config = self.config_with(dormant.checksum());
+            let session = Session::resume(config, ids, dormant, now).expect("config validated");
+            self.stats.sessions_resumed += 1;
+            self.insert(id, session);
+        }
+        &mut self.sessions.get_mut(&id).expect("just inserted").session
+    }
+
+    /// Next session frozen by the endpoint: it is no longer among [`Endpoint::sessions`], and
+    /// its local id is unknown to the endpoint until [`Endpoint::resume`]. Frozen sessions
+    /// queue up until taken.
+    pub fn poll_dormant(&mut self) -> Option<Slept> {
+        self.slept.pop_front()
     }
 
     /// The session with this local id.
@@ -207,12 +299,12 @@ impl Endpoint {
     pub fn remove(&mut self, local_id: u32) -> Option<Session> {
         let s = self.sessions.remove(&local_id).map(|e| e.session);
         if s.is_some() {
-            self.rebalance();
+            self.reshare();
         }
         s
     }
 
-    /// Number of sessions.
+    /// Number of open sessions (dormant ones are the caller's and not counted).
     pub fn len(&self) -> usize {
         self.sessions.len()
     }
@@ -276,7 +368,8 @@ impl Endpoint {
 
     /// Routes a datagram to its session. For an id without a session, `accept(id, epoch)` may
     /// return the ids to open one with (first contact); `None` drops the datagram. Returns the
-    /// local id of the session that took it.
+    /// local id of the session that took it. A caller that keeps dormant sessions resumes the
+    /// id's session ([`Endpoint::resume`]) before this call, here and for `handle_run`.
     pub fn handle_datagram<S, F>(
         &mut self,
         now: Instant,
@@ -353,6 +446,9 @@ impl Endpoint {
         if let Some(t) = self.drained_at {
             e.session.input_drained(t);
         }
+        if let Some(share) = self.share {
+            e.session.set_credit(share);
+        }
         let r = f(&mut e.session);
         if !e.owing && e.session.owes_ack() {
             e.owing = true;
@@ -365,6 +461,9 @@ impl Endpoint {
             id,
             e,
         );
+        if self.owing.len() > 2 * self.sessions.len() + 64 {
+            self.compact_owing();
+        }
         self.compact_timers();
         Some(r)
     }
@@ -427,6 +526,10 @@ impl Endpoint {
                 // Its ACKs are stamped against the latest drain (see `Session::input_drained`).
                 e.session.input_drained(t);
             }
+            if let Some(share) = self.share {
+                // What it sends carries the share in force (see `set_recv_budget`).
+                e.session.set_credit(share);
+            }
             let mut took = false;
             let emptied = loop {
                 match take(id, &mut e.session) {
@@ -474,6 +577,8 @@ impl Endpoint {
             }
             e.ev_queued = false;
             self.ev_ready.pop_front();
+            // Events pending kept it from going dormant; now its dormancy can be armed.
+            e.arm(&mut self.timers, id);
         }
         None
     }
@@ -519,12 +624,16 @@ impl Endpoint {
                 break;
             }
             self.timers.pop();
-            if let Some(e) = self.sessions.get_mut(&id) {
-                if e.armed == Some(t) {
-                    e.armed = None;
-                }
+            // A stale entry: the session was removed or went dormant (a resumed one finds
+            // its deadline not due and is armed again below).
+            let Some(e) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            if e.armed == Some(t) {
+                e.armed = None;
             }
-            if !due.contains(&id) {
+            if !e.due {
+                e.due = true;
                 due.push(id);
             }
         }
@@ -532,23 +641,56 @@ impl Endpoint {
             let Some(e) = self.sessions.get_mut(&id) else {
                 continue;
             };
-            match e.session.poll_timeout() {
-                Some(t) if t <= now => {
-                    e.session.handle_timeout(now);
-                    Self::touch(
-                        &mut self.tx_ready,
-                        &mut self.ev_ready,
-                        &mut self.timers,
-                        id,
-                        e,
-                    );
-                }
-                Some(_) => e.arm(&mut self.timers, id),
-                None => {}
+            e.due = false;
+            let handled = e.session.poll_timeout().is_some_and(|t| t <= now);
+            if handled {
+                e.session.handle_timeout(now);
+            }
+            if e.session.dormant_at().is_some_and(|t| t <= now) {
+                self.put_to_sleep(id);
+            } else if handled {
+                Self::touch(
+                    &mut self.tx_ready,
+                    &mut self.ev_ready,
+                    &mut self.timers,
+                    id,
+                    e,
+                );
+            } else {
+                e.arm(&mut self.timers, id);
             }
         }
         self.due = due;
         self.compact_timers();
+    }
+
+    /// Freezes session `id`, due to go dormant, and takes it out. Its entries in the ready
+    /// lists, the timer heap and `owing` are left to be dropped when reached, as a removed
+    /// session's are.
+    fn put_to_sleep(&mut self, id: u32) {
+        let Some(e) = self.sessions.remove(&id) else {
+            return;
+        };
+        let dormant = e
+            .session
+            .freeze()
+            .expect("dormant_at is only set when idle");
+        self.slept.push_back(Slept {
+            ids: e.session.ids(),
+            dormant,
+            stats: *e.session.stats(),
+        });
+        self.stats.sessions_frozen += 1;
+        self.reshare();
+    }
+
+    /// A session that goes dormant leaves its id in `owing` until `flush_acks`, which a caller
+    /// need not call; resumed, it may be listed again. Rebuilt once the stale ids outnumber
+    /// the sessions, which amortises to O(1) per push, as for the timer heap.
+    fn compact_owing(&mut self) {
+        self.owing.clear();
+        let owing = self.sessions.iter().filter(|(_, e)| e.owing);
+        self.owing.extend(owing.map(|(&id, _)| id));
     }
 
     /// Every touch pushes a deadline and stale ones are only dropped when due; rebuild the heap
@@ -596,7 +738,8 @@ impl Endpoint {
             slots: self.sessions.capacity() * Self::SESSION_SLOT,
             tables: (self.tx_ready.capacity() + self.ev_ready.capacity()) * 4
                 + self.timers.capacity() * core::mem::size_of::<Reverse<(Instant, u32)>>()
-                + (self.due.capacity() + self.owing.capacity()) * 4,
+                + (self.due.capacity() + self.owing.capacity()) * 4
+                + self.slept.capacity() * core::mem::size_of::<Slept>(),
             sessions,
         }
     }

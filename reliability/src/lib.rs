@@ -10,6 +10,7 @@
 pub mod config;
 mod crc;
 mod deadline;
+mod dormant;
 pub mod endpoint;
 pub mod header;
 pub mod reassembly;
@@ -20,7 +21,8 @@ pub mod session;
 pub mod stats;
 
 pub use config::{Config, ConfigError};
-pub use endpoint::{Endpoint, EndpointStats};
+pub use dormant::Dormant;
+pub use endpoint::{Endpoint, EndpointStats, Slept};
 pub use reassembly::{Delivery, Placement, Sink};
 pub use seq::{MsgId, MsgRange, Seq};
 pub use session::{

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::config::Config;
+use crate::dormant::RecvPoint;
 use crate::header::{Body, Entries, SACK_BITS};
 use crate::seq::{MsgId, Seq};
 use crate::stats::Stats;
@@ -87,6 +88,9 @@ pub(crate) struct Receiver {
     /// Every sequence number before this one was received and processed.
     next: Seq,
     next_msg: MsgId,
+    /// Segments of `next_msg` were placed and its last is still to come: the caller holds a
+    /// message in part, so the session is not frozen under it.
+    mid_message: bool,
     /// `slots[i]` is sequence number `next + i`; when not empty, `slots[0]` is `Missing`.
     slots: VecDeque<Slot>,
     held_bytes: usize,
@@ -117,6 +121,28 @@ struct SentAcks {
 }
 
 impl SentAcks {
+    /// The record of a receiver resumed at `now` from `p`, whose last ACK covered everything
+    /// before `p.seq`. If that ACK had left before the input was last drained it stays settled;
+    /// otherwise the settled record covers nothing (the ACK point half the sequence space
+    /// behind), and the ACK settles at the next drain after `now`, as one sent then would.
+    fn resumed(p: &RecvPoint, now: Instant) -> SentAcks {
+        let latest = (p.seq, 0);
+        if p.acked {
+            SentAcks {
+                latest,
+                settled: latest,
+                ..SentAcks::default()
+            }
+        } else {
+            SentAcks {
+                latest,
+                latest_at: Some(now),
+                settled: (p.seq.add(0x8000_0001), 0),
+                drained_at: None,
+            }
+        }
+    }
+
     fn sent(&mut self, ack: Seq, sack: u32, now: Instant) {
         if self.latest_at < self.drained_at {
             self.settled = self.latest;
@@ -145,6 +171,7 @@ impl Receiver {
         Receiver {
             next: Seq(config.initial_seq),
             next_msg: MsgId(config.initial_seq),
+            mid_message: false,
             slots: VecDeque::new(),
             held_bytes: 0,
             credit: config.recv_window,
@@ -160,6 +187,31 @@ impl Receiver {
                 ..SentAcks::default()
             },
         }
+    }
+
+    /// A receiver continuing at `now` from `p`, as the one frozen there left off.
+    pub(crate) fn resume(config: &Config, p: RecvPoint, now: Instant) -> Receiver {
+        Receiver {
+            next: p.seq,
+            next_msg: p.msg,
+            credit: p.credit.clamp(1, config.recv_window),
+            sent: SentAcks::resumed(&p, now),
+            ..Receiver::new(config)
+        }
+    }
+
+    /// Where an idle receiver stands, or `None` if it is not idle: something is held out of
+    /// order, or an ACK or duplicate report is owed.
+    pub(crate) fn freeze(&self) -> Option<RecvPoint> {
+        if !self.slots.is_empty() || self.held_bytes != 0 || self.mid_message || self.owes_ack() {
+            return None;
+        }
+        Some(RecvPoint {
+            seq: self.next,
+            msg: self.next_msg,
+            credit: self.credit,
+            acked: self.sent.covered(self.next.sub(1)),
+        })
     }
 
     /// Cumulative ACK to send.
@@ -398,6 +450,8 @@ impl Receiver {
                 } => {
                     if last {
                         self.deliver(msg, Delivery::Placed { len: total_len }, stats, sink);
+                    } else {
+                        self.mid_message = true;
                     }
                 }
             }
@@ -433,6 +487,8 @@ impl Receiver {
                 });
                 if u64::from(offset) + payload.len() as u64 == u64::from(total_len) {
                     self.deliver(msg, Delivery::Placed { len: total_len }, stats, sink);
+                } else {
+                    self.mid_message = true;
                 }
             }
         }
@@ -462,6 +518,7 @@ impl Receiver {
             stats.protocol_errors += 1;
         }
         self.next_msg = msg.next();
+        self.mid_message = false;
         stats.messages_delivered += 1;
         sink.deliver(msg, d);
     }
@@ -469,6 +526,7 @@ impl Receiver {
     /// Forgets everything held (the session failed).
     pub(crate) fn clear(&mut self) {
         self.slots = VecDeque::new();
+        self.mid_message = false;
         self.held_bytes = 0;
         self.n_dsacks = 0;
         self.owe_nothing();

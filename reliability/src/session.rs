@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use crate::config::{Config, ConfigError};
 use crate::deadline::earliest;
+use crate::dormant::Dormant;
 use crate::header::{self, Body, HeaderError, Repr, MAX_HEADER_LEN};
 use crate::reassembly::{DataDrop, Receiver, Sink};
 use crate::rtt::RttEstimator;
@@ -202,6 +203,70 @@ impl Session {
             release_at: None,
             failed: false,
         })
+    }
+
+    /// Freezes an idle session: `Some` only when nothing is queued or unacknowledged (and no
+    /// caller waits for [`Event::Writable`]), nothing received is held out of order or owed an
+    /// ACK, no event waits to be polled, and the session has not failed. The session can then
+    /// be dropped and later [resumed](Session::resume) from the value; its counters are not
+    /// kept, so a caller that totals them takes [`Session::stats`] first.
+    pub fn freeze(&self) -> Option<Dormant> {
+        if self.failed || !self.events.is_empty() {
+            return None;
+        }
+        let tx = self.tx.freeze()?;
+        let rx = self.rx.freeze()?;
+        Some(Dormant::new(tx, rx, self.config.checksum, self.rtt.srtt()))
+    }
+
+    /// The session frozen into `d`, resumed at `now`: its next datagram and message carry the
+    /// numbers that follow those it sent before, and it takes the peer's datagrams as if it
+    /// had never slept (a copy of one delivered before is a duplicate). The checksum setting
+    /// is the one `d` was frozen with, whatever `config` says, since the peer still expects
+    /// it. The advertised credit is `d`'s until [`Session::set_credit`]; queues, loss and
+    /// reordering history and counters start afresh, the RTT estimate from `d`'s.
+    pub fn resume(
+        config: Arc<Config>,
+        ids: SessionIds,
+        d: Dormant,
+        now: Instant,
+    ) -> Result<Session, ConfigError> {
+        let config = if config.checksum == d.checksum() {
+            config
+        } else {
+            Arc::new(Config {
+                checksum: d.checksum(),
+                ..(*config).clone()
+            })
+        };
+        config.validate()?;
+        let mut rtt = RttEstimator::new();
+        if let Some(srtt) = d.srtt() {
+            rtt.update(srtt);
+        }
+        Ok(Session {
+            tx: Sender::resume(&config, d.send_point()),
+            rx: Receiver::resume(&config, d.recv_point(), now),
+            rtt,
+            config,
+            ids,
+            events: VecDeque::new(),
+            stats: Stats::default(),
+            last_heard: now,
+            busy_since: None,
+            release_at: None,
+            failed: false,
+        })
+    }
+
+    /// When the session may be frozen, by [`Config::dormant_after`]: that long after the peer
+    /// was last heard from (or the session made), if it is idle as [`Session::freeze`] wants.
+    /// Every datagram the session sends answers one from the peer or waits for one, so the
+    /// peer's last datagram starts the quiet. `None` when it is not idle or dormancy is off.
+    /// Not part of [`Session::poll_timeout`]: only a driver that freezes sessions wants it.
+    pub fn dormant_at(&self) -> Option<Instant> {
+        let after = self.config.dormant_after?;
+        self.freeze().map(|_| self.last_heard + after)
     }
 
     /// The session's ids.

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::config::Config;
+use crate::dormant::SendPoint;
 use crate::header::{Body, SACK_BITS};
 use crate::rtt::RttEstimator;
 use crate::seq::{MsgId, Seq};
@@ -94,6 +95,32 @@ impl Sender {
             recovery: Recovery::new(),
             spurious: Spurious::new(),
         }
+    }
+
+    /// A sender continuing from `p`, as the one frozen there left off.
+    pub(crate) fn resume(config: &Config, p: SendPoint) -> Sender {
+        Sender {
+            queue: SendQueue::resume(config, p.msg),
+            flight: Flight::new(p.seq),
+            window: Window::resume(p.seq, p.peer_credit),
+            recovery: Recovery::new(),
+            spurious: Spurious::new(),
+        }
+    }
+
+    /// Where an idle sender stands, or `None` if it is not idle: something is queued or
+    /// unacknowledged, or a refused caller still waits for [`crate::Event::Writable`].
+    pub(crate) fn freeze(&self) -> Option<SendPoint> {
+        let (_, pending) = self.queue.pending_msgs();
+        if !self.is_idle() || pending != 0 || self.queue.is_blocked() {
+            return None;
+        }
+        let seq = self.flight.nxt;
+        Some(SendPoint {
+            seq,
+            msg: self.queue.next_msg(),
+            peer_credit: self.window.credit_from(seq),
+        })
     }
 
     /// Whether a message of `len` bytes may be queued now.

@@ -106,6 +106,25 @@ impl SendQueue {
         }
     }
 
+    /// An empty queue whose next message is `next`, every earlier one acknowledged.
+    pub(super) fn resume(config: &Config, next: MsgId) -> SendQueue {
+        SendQueue {
+            next_msg: next,
+            unacked_msg: next,
+            awaited_end: next,
+            ..SendQueue::new(config)
+        }
+    }
+
+    pub(super) fn next_msg(&self) -> MsgId {
+        self.next_msg
+    }
+
+    /// `send` refused a message and no `Writable` was issued since.
+    pub(super) fn is_blocked(&self) -> bool {
+        self.blocked
+    }
+
     /// Whether a message of `len` bytes may be queued now.
     pub(super) fn has_room(&self, config: &Config, len: usize) -> bool {
         self.charged == 0 || self.charged + len + MSG_OVERHEAD <= config.max_send_buffer

@@ -24,6 +24,21 @@ impl Window {
         }
     }
 
+    /// The window of a resumed sender: everything before `nxt` acknowledged, with `credit`.
+    pub(super) fn resume(nxt: Seq, credit: u16) -> Window {
+        Window {
+            ack_high: nxt,
+            right_edge: nxt.add(u32::from(credit.max(1))),
+            full_req: None,
+        }
+    }
+
+    /// Datagrams the peer's credit still allows from `nxt` on (at least 1, as `on_ack` keeps).
+    pub(super) fn credit_from(&self, nxt: Seq) -> u16 {
+        let left = self.right_edge.diff(nxt).max(1);
+        u16::try_from(left).unwrap_or(u16::MAX)
+    }
+
     /// Whether `nxt` may be sent with `una` the oldest unacknowledged.
     pub(super) fn open(&self, una: Seq, nxt: Seq, config: &Config) -> bool {
         nxt.since(una) < u32::from(config.send_window) && nxt.before(self.right_edge)

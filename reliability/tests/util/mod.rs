@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use reliability::header::MAX_HEADER_LEN;
 use reliability::{
     Config, Delivery, Endpoint, Event, MsgId, MsgRange, Placement, SendError, SessionIds, Sink,
+    Slept,
 };
 
 /// splitmix64: tiny, seedable, good enough for fault injection.
@@ -402,6 +403,9 @@ pub struct Outbox {
     pub acked: u64,
     pub would_block: u64,
     pub failed: Option<MsgRange>,
+    /// After every `burst` messages the sender pauses this long (`Sim::pace`).
+    pub pace: Option<(u64, Duration)>,
+    pub paused_until: Option<Instant>,
 }
 
 pub struct SimNode {
@@ -414,6 +418,18 @@ pub struct SimNode {
     pub inboxes: HashMap<u32, Inbox>,
     pub events: Vec<(u32, Event)>,
     pub max_memory: usize,
+    /// Sessions the endpoint froze (with `dormant_after`), kept as the RD queue pair keeps
+    /// them and resumed before a datagram for them is handed over or a message sent.
+    pub dormant: HashMap<u32, Slept>,
+    pub slept: u64,
+}
+
+impl SimNode {
+    fn wake(&mut self, id: u32, now: Instant) {
+        if let Some(s) = self.dormant.remove(&id) {
+            self.ep.resume(s.ids, s.dormant, now);
+        }
+    }
 }
 
 /// The id node `a` chose for its session with node `b` (receiver-chosen: `b` stamps it).
@@ -451,6 +467,8 @@ impl Sim {
                 inboxes: HashMap::new(),
                 events: Vec::new(),
                 max_memory: 0,
+                dormant: HashMap::new(),
+                slept: 0,
             })
             .collect();
         Sim {
@@ -505,7 +523,15 @@ impl Sim {
             acked: 0,
             would_block: 0,
             failed: None,
+            pace: None,
+            paused_until: None,
         });
+    }
+
+    /// Makes the last flow added pause for `pause` after every `burst` messages.
+    pub fn pace(&mut self, a: usize, burst: u64, pause: Duration) {
+        let ob = self.nodes[a].outboxes.last_mut().expect("a flow");
+        ob.pace = Some((burst.max(1), pause));
     }
 
     fn pump(&mut self) {
@@ -515,10 +541,26 @@ impl Sim {
                 continue;
             }
             for ob in node.outboxes.iter_mut() {
-                while ob.next < ob.count && ob.failed.is_none() {
+                if ob.paused_until.is_some_and(|t| now < t) {
+                    continue;
+                }
+                ob.paused_until = None;
+                if ob.next < ob.count {
+                    if let Some(s) = node.dormant.remove(&ob.local_id) {
+                        node.ep.resume(s.ids, s.dormant, now);
+                    }
+                }
+                while ob.next < ob.count && ob.failed.is_none() && ob.paused_until.is_none() {
                     let msg = self.gen.make(i, ob.to, ob.next);
                     match node.ep.send(ob.local_id, now, msg) {
-                        Ok(_) => ob.next += 1,
+                        Ok(_) => {
+                            ob.next += 1;
+                            if let Some((burst, pause)) = ob.pace {
+                                if ob.next % burst == 0 {
+                                    ob.paused_until = Some(now + pause);
+                                }
+                            }
+                        }
                         Err(SendError::WouldBlock) => {
                             ob.would_block += 1;
                             break;
@@ -576,6 +618,10 @@ impl Sim {
                     Event::Writable => {}
                 }
             }
+            while let Some(s) = node.ep.poll_dormant() {
+                node.slept += 1;
+                node.dormant.insert(s.ids.local_id, s);
+            }
             node.max_memory = node.max_memory.max(node.ep.memory().total());
         }
     }
@@ -603,7 +649,11 @@ impl Sim {
             .iter()
             .filter(|n| n.alive)
             .filter_map(|n| n.ep.poll_timeout());
-        let Some(next) = timers.chain(self.net.next_time()).min() else {
+        let pauses = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.outboxes.iter().filter_map(|o| o.paused_until));
+        let Some(next) = timers.chain(pauses).chain(self.net.next_time()).min() else {
             return false;
         };
         if next > self.net.now {
@@ -638,6 +688,7 @@ impl Sim {
             let (true, Some(sid)) = (node.alive, sid) else {
                 continue;
             };
+            node.wake(sid, now);
             let ids_accept = |_, _| None;
             let mut none = ();
             let sink: &mut dyn Sink = match node.inboxes.get_mut(&sid) {
