@@ -90,6 +90,9 @@ fn incast_1023_senders_default_initial_credit() {
     let n = 1023;
     let c = incast(2, n, sized(config(Config::default().initial_credit)));
     common(&c, n);
+    // What was sent on assumed credit and lost waits for the granted credit to reach it
+    // before it is resent, rather than overrunning the socket again.
+    assert_eq!(c.resent_beyond_granted, 0, "resent past the credit granted");
     retransmits_bounded(&c);
     assert!(c.pre_ack_excess > 0 && c.overflow > 0);
 }
