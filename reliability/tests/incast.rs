@@ -101,7 +101,8 @@ fn incast_1023_senders_default_initial_credit() {
 /// drain: timers fire for datagrams still queued, the spurious resends take socket room the
 /// credits did not grant, and the socket overflows although the credits fit it.
 #[test]
-#[ignore = "fails: 2.2 retransmissions per destroyed datagram, 454 overflow drops (timer floors below the drain time)"]
+#[ignore = "fails: 2.2 retransmissions per destroyed datagram, 454 overflow drops (timer \
+            floors below the socket's drain time)"]
 fn incast_1023_senders_default_timers() {
     let n = 1023;
     let c = incast(1, n, config(1));
@@ -112,10 +113,11 @@ fn incast_1023_senders_default_timers() {
 
 /// 16,383 senders into the same 1,024-datagram socket. The share is floored at one datagram
 /// (so that no sender ever needs a persist timer), so the credits granted sum to 16,383, 16
-/// times the socket: `set_recv_budget` cannot keep more senders than its budget from overrunning
-/// it, and the overflow is measured, not ruled out. What holds: each sender keeps to its
-/// credit, every message arrives once and intact, every retransmission answers a destroyed
-/// datagram, and timers back off instead of storming.
+/// times the socket: `set_recv_budget` cannot keep more senders than its budget from
+/// overrunning it, and the overflow is measured, not ruled out. What holds: each sender keeps
+/// to its credit, every message arrives once and intact, every retransmission answers a
+/// destroyed datagram, and the timers back off (each wave of drops about a socket's worth
+/// smaller than the one before) rather than resend without bound.
 #[test]
 fn incast_16383_senders() {
     let n = 16383;
@@ -134,10 +136,13 @@ fn incast_16383_senders() {
 /// What a receive budget should give 16,383 senders: no socket overrun, and a transfer paced
 /// by the root's reading (each data datagram read once: `data x SERVICE`), not by backed-off
 /// timers. The credit floor of one datagram per session rules both out once the sessions
-/// outnumber the budget: 1.6 overflow drops per data datagram, and 5 s where 0.1 s of reading
-/// would do.
+/// outnumber the budget, and the retransmission timers, which carry no jitter, keep the senders
+/// that collided once together: 1.4 overflow drops per data datagram, in 17 waves 20 µs wide
+/// at 0, 2, 6, 14, 30, ... ms and then every 500 ms (`max_rto`), each admitting about a
+/// socket's worth; 5.5 s where 0.1 s of reading would do.
 #[test]
-#[ignore = "fails: credits floored at 1 datagram sum to 16x the socket; 139k overflow drops, 5.5 s vs 0.1 s"]
+#[ignore = "fails: credits floored at 1 datagram sum to 16x the socket, timers without jitter \
+            resend in 17 synchronised waves; 139k overflow drops, 5.5 s vs 0.1 s"]
 fn incast_16383_senders_within_budget() {
     let n = 16383;
     let c = incast(3, n, sized(config(1)));

@@ -27,6 +27,7 @@ const DATAGRAM: usize = 1472;
 /// N senders together, so the queue fills.
 pub const SERVICE: Duration = Duration::from_micros(1);
 const LOSS: f64 = 0.01;
+const WAVE_GAP: Duration = Duration::from_micros(100);
 /// Messages per sender.
 const MESSAGES: u64 = 6;
 /// Id the root chooses for sender s's session (s stamps it on its datagrams): RX_BASE + s.
@@ -224,6 +225,9 @@ pub struct Counts {
     pub acks_lost: u64,
     /// Data datagrams dropped at the root's full socket.
     pub overflow: u64,
+    /// Bursts of those drops, each separated from the next by more than `WAVE_GAP`: senders
+    /// whose timers keep firing together overflow the socket together, once per backoff.
+    pub overflow_waves: u64,
     /// First transmissions beyond the credit the root granted: before a sender heard from the
     /// root, past `isn + share` (allowed by `initial_credit`, assumed and not granted); after,
     /// past the newest ACK plus its credit (a breach of the engine's promise).
@@ -281,6 +285,7 @@ struct Sim {
     queue: usize,
     read_free: Instant,
     in_flight: u64,
+    last_overflow: Option<Instant>,
     c: Counts,
     buf: Vec<u8>,
 }
@@ -369,6 +374,7 @@ impl Sim {
             queue: 0,
             read_free: start,
             in_flight: 0,
+            last_overflow: None,
             c: Counts::default(),
             buf: Vec::new(),
         };
@@ -417,6 +423,11 @@ impl Sim {
                 }
                 What::AtSocket(s, d) => {
                     if self.queue >= BUDGET as usize {
+                        // Drops less than 100 µs apart belong to one wave.
+                        if self.last_overflow.is_none_or(|t| self.now - t > WAVE_GAP) {
+                            self.c.overflow_waves += 1;
+                        }
+                        self.last_overflow = Some(self.now);
                         self.c.overflow += 1;
                         self.in_flight -= 1;
                         continue;
@@ -655,10 +666,10 @@ pub fn incast(seed: u64, n: usize, cfg: Config) -> Counts {
     eprintln!(
         "incast {n} senders x {MESSAGES} msgs (initial_credit {initial_credit}, credit {} each, \
          budget {BUDGET}): data {} + {} resent, acks {} ({:.3} per data datagram), lost {} data \
-         + {} acks, overflow {}, retransmits/destroyed {:.3}, max sends of one datagram {}, \
-         peak queue {} in flight {}, pre-ack excess {}, timer firings {}, sim {:.2?}, wall {:.2?}; \
-         resent by: {} timeouts, {} probes, {} fast, {} tail, {} burst; {} spurious, {} dups, \
-         {} resent past the granted edge",
+         + {} acks, overflow {} in {} waves, retransmits/destroyed {:.3}, max sends of one \
+         datagram {}, peak queue {} in flight {}, pre-ack excess {}, timer firings {}, sim \
+         {:.2?}, wall {:.2?}; resent by: {} timeouts, {} probes, {} fast, {} tail, {} burst; {} \
+         spurious, {} dups, {} resent past the granted edge",
         sim.share,
         c.data,
         c.retransmits,
@@ -667,6 +678,7 @@ pub fn incast(seed: u64, n: usize, cfg: Config) -> Counts {
         c.data_lost,
         c.acks_lost,
         c.overflow,
+        c.overflow_waves,
         c.retransmits as f64 / c.destroyed().max(1) as f64,
         c.max_transmissions,
         c.peak_queue,
