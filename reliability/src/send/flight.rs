@@ -175,12 +175,24 @@ impl Flight {
         seq
     }
 
-    /// Resends the oldest datagram declared lost, if any.
-    pub(super) fn resend(&mut self, now: Instant) -> Option<(Seq, &InFlight)> {
+    /// Resends the oldest datagram declared lost before `edge` (the peer's credit), if any.
+    /// One past it waits for the credit to reach it: it was sent on credit assumed before the
+    /// peer's first ACK, or granted and since withdrawn. The oldest datagram is always within
+    /// reach (the credit is at least 1), so recovery cannot stall.
+    pub(super) fn resend(&mut self, now: Instant, edge: Seq) -> Option<(Seq, &InFlight)> {
         if self.lost == 0 {
             return None;
         }
-        let i = self.entries.iter().position(|e| e.state == State::Lost)?;
+        let reach = if edge.after(self.una) {
+            edge.since(self.una) as usize
+        } else {
+            1
+        };
+        let i = self
+            .entries
+            .iter()
+            .take(reach)
+            .position(|e| e.state == State::Lost)?;
         self.lost -= 1;
         self.tx_stamp += 1;
         let e = &mut self.entries[i];

@@ -208,7 +208,7 @@ impl Sender {
         rtt: &RttEstimator,
         stats: &mut Stats,
     ) -> Option<Outbound> {
-        let out = if let Some((seq, e)) = self.flight.resend(now) {
+        let out = if let Some((seq, e)) = self.flight.resend(now, self.window.right_edge()) {
             stats.retransmits += 1;
             self.spurious.resent(seq, e.first_sent, now, e.cause);
             Outbound {

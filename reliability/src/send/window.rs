@@ -52,6 +52,11 @@ impl Window {
         }
     }
 
+    /// The first sequence number past what the peer's credit allows.
+    pub(super) fn right_edge(&self) -> Seq {
+        self.right_edge
+    }
+
     /// Highest cumulative ACK seen.
     pub(super) fn ack_high(&self) -> Seq {
         self.ack_high
