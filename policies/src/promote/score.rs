@@ -4,12 +4,14 @@ use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Score {
-    messages: f64,
-    bytes: f64,
-    at: Instant,
+    pub(super) messages: f64,
+    pub(super) bytes: f64,
+    /// When the counts were last decayed.
+    pub(super) at: Instant,
 }
 
 impl Score {
+    #[cfg(test)]
     pub(super) fn new(now: Instant) -> Score {
         Score {
             messages: 0.0,
