@@ -57,6 +57,7 @@ pub const IFACE: &str = "iface";
 pub const EAGER_SIZE: &str = "eager_size";
 pub const LINGER_MS: &str = "linger_ms";
 pub const PEER_TIMEOUT_MS: &str = "peer_timeout_ms";
+pub const DORMANT_MS: &str = "dormant_ms";
 pub const MEM_REPORT: &str = "mem_report";
 pub const MEM_REPORT_MS: &str = "mem_report_ms";
 pub const MEM_BUDGET: &str = "mem_budget";
@@ -101,6 +102,15 @@ pub const PARAMS: &[ParamSpec] = &[
                instead of hanging, in milliseconds: sends it does not acknowledge (rendezvous \
                sends are probed), and rendezvous receives whose sender goes silent",
         default: ParamDefault::Value("30000"),
+    },
+    ParamSpec {
+        name: DORMANT_MS,
+        kind: ParamKind::Int,
+        help: "A datagram peer with nothing in flight or owed that stays quiet this long folds \
+               into its dormant form (a few words: ids, epochs, sequence numbers) and gives \
+               back the rest; its next message wakes it with no extra round trip. In \
+               milliseconds; 0 keeps every peer awake",
+        default: ParamDefault::Value("1000"),
     },
     ParamSpec {
         name: MEM_REPORT,
@@ -292,6 +302,8 @@ pub struct Config {
     pub eager_size: usize,
     pub linger: Duration,
     pub peer_timeout: Duration,
+    /// Quiet datagram peers fold into their dormant form after this long (`None`: never).
+    pub dormant_after: Option<Duration>,
     pub mem_report: Option<String>,
     /// Also report while running, this often.
     pub mem_report_every: Option<Duration>,
@@ -317,6 +329,7 @@ impl Default for Config {
             eager_size: crate::info::INJECT_SIZE,
             linger: Duration::from_millis(2000),
             peer_timeout: Duration::from_millis(30_000),
+            dormant_after: Some(DORMANT_AFTER),
             mem_report: None,
             mem_report_every: None,
             mem_budget: crate::data::budget::DEFAULT,
@@ -334,6 +347,10 @@ impl Default for Config {
 const EAGER_MAX: usize = 1 << 30;
 const LINGER_MAX_MS: i64 = 600_000;
 const PEER_TIMEOUT_MS_RANGE: std::ops::RangeInclusive<i64> = 100..=86_400_000;
+/// A peer quiet this long wakes at most once a second: a wake allocates its session again
+/// (reliability's recommendation; `channel/BENCHMARKS.md`, "A million peers").
+const DORMANT_AFTER: Duration = Duration::from_millis(1000);
+const DORMANT_MS_MAX: i64 = 86_400_000;
 const DATAGRAM_SIZE_RANGE: std::ops::RangeInclusive<usize> = 512..=65_507;
 /// Beyond this many, descriptors run out before the peers do (1024 is a common soft limit).
 const CONNECTED_PEERS_MAX: usize = 4096;
@@ -393,6 +410,18 @@ impl Config {
                     "FI_DIWARP_PEER_TIMEOUT_MS={ms} is outside {PEER_TIMEOUT_MS_RANGE:?}; using {:?}",
                     c.peer_timeout
                 );
+            }
+        }
+        if let Some(ParamValue::Int(ms)) = src.get(spec(DORMANT_MS)) {
+            match ms {
+                0 => c.dormant_after = None,
+                1..=DORMANT_MS_MAX => c.dormant_after = Some(Duration::from_millis(ms as u64)),
+                _ => diag!(
+                    Warn,
+                    Core,
+                    "FI_DIWARP_DORMANT_MS={ms} is outside 0..={DORMANT_MS_MAX}; using {:?}",
+                    c.dormant_after
+                ),
             }
         }
         if let Some(ParamValue::Str(s)) = src.get(spec(MEM_REPORT)) {
@@ -538,6 +567,7 @@ mod tests {
             (EAGER_SIZE, ParamValue::Size(4096)),
             (LINGER_MS, ParamValue::Int(-5)),
             (PEER_TIMEOUT_MS, ParamValue::Int(5000)),
+            (DORMANT_MS, ParamValue::Int(0)),
             (MEM_REPORT, ParamValue::Str(String::new())),
             (MEM_REPORT_MS, ParamValue::Int(-1)),
             (MEM_BUDGET, ParamValue::Size(1000)),
@@ -550,6 +580,7 @@ mod tests {
         assert_eq!(c.eager_size, 4096);
         assert_eq!(c.linger, Config::default().linger);
         assert_eq!(c.peer_timeout, Duration::from_secs(5));
+        assert_eq!(c.dormant_after, None, "0 keeps peers awake");
         assert_eq!(c.mem_report, None);
         assert_eq!(c.mem_report_every, None);
         assert_eq!(

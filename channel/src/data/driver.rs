@@ -99,6 +99,7 @@ impl DataPath {
             ..QpConfig::default()
         };
         qc.rd.idle_timeout = config.peer_timeout;
+        qc.rd.dormant_after = config.dormant_after;
         if let Some(n) = config.datagram_size {
             qc.rd.max_datagram_size = n;
             qc.fit_mtu = false;
@@ -741,7 +742,7 @@ impl DataPath {
             completions: self.wcs.capacity() * std::mem::size_of::<WorkCompletion>()
                 + self.qp.work_queue_bytes(),
             lent: st.tx.lent,
-            peers: st.peers.memory(),
+            peers: st.peers.memory() + self.paths.policy_memory(),
             connections: self.paths.memory(),
             connections_open: self.paths.connections(),
         }

@@ -148,7 +148,8 @@ pub struct Memory {
     /// Of the queue pair's send and retransmission bytes, those that are the application's
     /// buffers (rendezvous chunks sent from them): not transport memory.
     pub lent: usize,
-    /// The per-peer layer: sequences, and messages held for their turn.
+    /// The per-peer layer: sequences, messages held for their turn, and the promotion
+    /// policy's traffic scores.
     pub peers: usize,
     /// RC connections (`path`), and how many are open.
     pub connections: usize,

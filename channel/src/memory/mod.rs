@@ -131,6 +131,9 @@ mod tests {
             pool: 1 << 6,
             engine: 1 << 7,
             faults: 1 << 8,
+            // Counts and a share of `peer_state`, not charged on their own.
+            active_peers: 5,
+            peer_entries: 1,
         };
         let d = Memory {
             queue_pair: qp,

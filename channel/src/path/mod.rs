@@ -645,6 +645,11 @@ impl<R> RcPaths<R> {
             + self.setups.memory()
     }
 
+    /// Heap bytes of the promotion policy: its per-peer traffic scores are per-peer state.
+    pub fn policy_memory(&self) -> usize {
+        self.policy.memory()
+    }
+
     /// Connections open.
     pub fn connections(&self) -> usize {
         self.conns.len()
