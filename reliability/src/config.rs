@@ -54,6 +54,13 @@ pub struct Config {
     /// is resent asking for an immediate ACK, whose selective ACK then shows which datagrams of
     /// the tail were lost. `Duration::ZERO` disables probes.
     pub min_pto: Duration,
+    /// Lengthen the retransmission and probe timeouts by up to a quarter, by a fraction drawn
+    /// from the session's ids, while they are backed off or no RTT sample was taken: senders
+    /// whose datagrams a full receiver dropped together then retry apart instead of together
+    /// after every doubling. Deterministic (no clock or entropy is read); a timeout measured
+    /// from the session's own samples is never jittered. `false` gives the exact RFC 6298
+    /// schedule.
+    pub timer_jitter: bool,
     /// A datagram is lost once this many datagrams sent after it are acknowledged.
     pub dup_thresh: u8,
     /// A peer that has sent nothing for this long while we have unacknowledged or queued data
@@ -91,6 +98,7 @@ impl Default for Config {
             min_rto: Duration::from_millis(1),
             max_rto: Duration::from_millis(500),
             min_pto: Duration::from_micros(100),
+            timer_jitter: true,
             dup_thresh: 3,
             idle_timeout: Duration::from_secs(30),
             checksum: true,

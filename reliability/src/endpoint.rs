@@ -162,9 +162,17 @@ impl Endpoint {
     }
 
     /// Shares `datagrams` of receive credit among the open sessions: each advertises
-    /// `budget / sessions` (at least 1, at most `recv_window`), so that all peers together
-    /// cannot have more datagrams in flight to this endpoint than its socket buffer holds.
-    /// Dormant sessions have no share (they hold no credit in use).
+    /// `budget / sessions`, at least 1 and at most `recv_window`. Dormant sessions have no
+    /// share (they hold no credit in use).
+    ///
+    /// What it guarantees: while the open sessions do not outnumber the budget, the credits
+    /// sum to at most the budget, so all peers together cannot have more datagrams in flight to
+    /// this endpoint than its socket buffer holds (once the share has reached them, below).
+    /// Beyond that the floor of 1 wins: a credit of 0 would leave a sender with data needing a
+    /// grant it might never hear of, so each session still advertises one datagram and the
+    /// credits sum to the number of open sessions, not the budget. A caller expecting more
+    /// peers than its buffer holds datagrams sizes the buffer for one datagram per peer, or
+    /// lets peers go dormant (their share returns to the others).
     ///
     /// This call gives every session the share at once. When sessions open, close, go
     /// dormant or resume, the share changes without visiting the others (which would make

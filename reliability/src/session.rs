@@ -13,7 +13,7 @@ use crate::dormant::Dormant;
 use crate::header::{self, Body, HeaderError, Repr, MAX_HEADER_LEN};
 use crate::reassembly::{DataDrop, Receiver, Sink};
 use crate::rtt::RttEstimator;
-use crate::send::{Ack, Outbound, Payload, Sender};
+use crate::send::{timer_seed, Ack, Outbound, Payload, Sender};
 use crate::seq::{MsgId, MsgRange, Seq};
 use crate::stats::{Memory, RttStats, Stats};
 
@@ -45,6 +45,17 @@ impl SessionIds {
             remote_id: self.local_id,
             remote_epoch: self.local_epoch,
         }
+    }
+
+    /// The seed of this session's timer jitter: its ids and epochs hashed, so peers differ and
+    /// a run repeats.
+    fn seed(&self) -> u32 {
+        timer_seed([
+            self.local_id,
+            self.local_epoch,
+            self.remote_id,
+            self.remote_epoch,
+        ])
     }
 }
 
@@ -191,7 +202,7 @@ impl Session {
     pub fn new(config: Arc<Config>, ids: SessionIds, now: Instant) -> Result<Session, ConfigError> {
         config.validate()?;
         Ok(Session {
-            tx: Sender::new(&config),
+            tx: Sender::new(&config, ids.seed()),
             rx: Receiver::new(&config),
             rtt: RttEstimator::new(),
             config,
@@ -245,7 +256,7 @@ impl Session {
             rtt.update(srtt);
         }
         Ok(Session {
-            tx: Sender::resume(&config, d.send_point()),
+            tx: Sender::resume(&config, d.send_point(), ids.seed()),
             rx: Receiver::resume(&config, d.recv_point(), now),
             rtt,
             config,

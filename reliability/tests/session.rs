@@ -388,7 +388,12 @@ fn rtt_is_measured_and_the_timeout_floored() {
 #[test]
 fn timeout_backs_off_and_karn_ignores_retransmissions() {
     let t0 = Instant::now();
-    let (mut a, _b) = pair(Config::default(), t0);
+    // The exact RFC 6298 schedule; `jittered_backoff_stays_within_a_quarter` has the default.
+    let exact = Config {
+        timer_jitter: false,
+        ..Config::default()
+    };
+    let (mut a, _b) = pair(exact, t0);
     a.send(t0, vec![1]).unwrap();
     assert_eq!(drain(&mut a, t0).len(), 1);
     let mut deadlines = Vec::new();
@@ -411,6 +416,47 @@ fn timeout_backs_off_and_karn_ignores_retransmissions() {
         "no sample from a retransmitted datagram"
     );
     let _ = now;
+}
+
+/// With the default jitter, each backed-off timeout is the exact one lengthened by at most a
+/// quarter, never shortened, and sessions with other ids draw other fractions.
+#[test]
+fn jittered_backoff_stays_within_a_quarter() {
+    let t0 = Instant::now();
+    let mut schedules = Vec::new();
+    for k in 0..8u32 {
+        let ids = SessionIds {
+            local_id: 7 + k,
+            local_epoch: 1,
+            remote_id: 9 + k,
+            remote_epoch: 2,
+        };
+        let mut a = Session::new(Arc::new(Config::default()), ids, t0).unwrap();
+        a.send(t0, vec![1]).unwrap();
+        assert_eq!(drain(&mut a, t0).len(), 1);
+        let (mut prev, mut gaps) = (t0, Vec::new());
+        for exact in [1, 2, 4, 8, 16u32] {
+            let now = a.poll_timeout().unwrap();
+            let gap = now - prev;
+            let exact = Duration::from_millis(u64::from(exact));
+            assert!(
+                gap >= exact && gap <= exact + exact / 4,
+                "{gap:?} for {exact:?}"
+            );
+            gaps.push(gap);
+            a.handle_timeout(now);
+            assert_eq!(
+                drain(&mut a, now).len(),
+                1,
+                "one datagram resent per expiry"
+            );
+            prev = now;
+        }
+        schedules.push(gaps);
+    }
+    schedules.sort();
+    schedules.dedup();
+    assert_eq!(schedules.len(), 8, "sessions share a schedule");
 }
 
 #[test]
@@ -1235,7 +1281,12 @@ fn a_full_window_asks_for_an_ack_once_per_window_not_on_every_refill() {
 #[test]
 fn an_unanswered_probe_leaves_the_rest_to_the_backed_off_timer() {
     let t0 = Instant::now();
-    let (mut a, mut b) = pair(Config::default(), t0);
+    // Exact doubling is checked below; jitter would stretch each step by up to a quarter.
+    let exact = Config {
+        timer_jitter: false,
+        ..Config::default()
+    };
+    let (mut a, mut b) = pair(exact, t0);
     let mut sink = Collect::default();
     let mut now = t0;
     // One exchange first: with an RTT sample, probes are armed well before the timer.

@@ -22,11 +22,28 @@ use super::spurious::Spurious;
 /// cumulative point names (missing) and the [`SACK_BITS`] after it.
 const SACK_REACH: usize = SACK_BITS as usize + 1;
 
+/// The largest share of a timeout that jitter adds: a quarter (a right shift by this much).
+const JITTER_SHIFT: u32 = 2;
+
+/// A session's timer seed, from its ids: distinct peers get distinct seeds, and the same
+/// session gets the same one on every run, so jitter stays reproducible and needs no random
+/// source (the crate reads neither clock nor entropy).
+pub(crate) fn timer_seed(words: [u32; 4]) -> u32 {
+    let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
+    for w in words {
+        h = (h ^ u64::from(w)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h ^= h >> 31;
+    }
+    (h >> 32) as u32
+}
+
 /// The loss timers and the probe outstanding.
 #[derive(Debug)]
 pub(super) struct Recovery {
     rto_at: Option<Instant>,
     backoff: u32,
+    /// Picks this session's jitter (see `jitter`).
+    seed: u32,
     /// When the flight, quiet since its newest transmission, gets a tail-loss probe.
     tlp_at: Option<Instant>,
     /// The probe outstanding: the datagram resent. At most one per tail: the next is armed
@@ -37,10 +54,11 @@ pub(super) struct Recovery {
 }
 
 impl Recovery {
-    pub(super) fn new() -> Recovery {
+    pub(super) fn new(seed: u32) -> Recovery {
         Recovery {
             rto_at: None,
             backoff: 0,
+            seed,
             tlp_at: None,
             tlp: None,
             loss_at: None,
@@ -61,14 +79,37 @@ impl Recovery {
         self.tlp = None;
     }
 
-    /// The tail-loss probe timeout: the RTT's, or the peer's ACK lag if longer.
+    /// The tail-loss probe timeout: the RTT's, or the peer's ACK lag if longer; jittered
+    /// as the retransmission timeout is, so that before a sample it stays equal to it (and no
+    /// probe is armed ahead of the timer).
     pub(super) fn pto(&self, config: &Config, rtt: &RttEstimator, sp: &Spurious) -> Duration {
-        rtt.pto(config).max(sp.ack_lag())
+        self.jitter(config, rtt, rtt.pto(config)).max(sp.ack_lag())
     }
 
-    /// The retransmission timeout after the current backoff, or the peer's ACK lag if longer.
+    /// The retransmission timeout after the current backoff, jittered, or the peer's ACK lag
+    /// if longer.
     pub(super) fn rto(&self, config: &Config, rtt: &RttEstimator, sp: &Spurious) -> Duration {
-        rtt.backed_off(config, self.backoff).max(sp.ack_lag())
+        self.jitter(config, rtt, rtt.backed_off(config, self.backoff))
+            .max(sp.ack_lag())
+    }
+
+    /// `d` lengthened by up to a quarter, by a fraction drawn from the seed and the backoff,
+    /// while the timer has backed off or no RTT sample was taken. Senders with no sample
+    /// share the same timeout, and those whose datagrams a full receiver dropped together
+    /// would otherwise time out together again after every doubling, each wave as large as
+    /// the one before. A timeout measured from this session's own samples is left exact: it
+    /// already differs from peer to peer, and single-session behaviour stays as before.
+    /// Only ever longer, so no timer fires before its floor. Off with `timer_jitter`.
+    fn jitter(&self, config: &Config, rtt: &RttEstimator, d: Duration) -> Duration {
+        if !config.timer_jitter || (self.backoff == 0 && rtt.srtt().is_some()) {
+            return d;
+        }
+        let draw = timer_seed([self.seed, self.backoff, 0x6a09_e667, 0xbb67_ae85]);
+        let ns = d.as_nanos();
+        let extra = (ns * u128::from(draw)) >> (32 + JITTER_SHIFT);
+        d.saturating_add(Duration::from_nanos(
+            u64::try_from(extra).unwrap_or(u64::MAX),
+        ))
     }
 
     /// A datagram left at `now`.

@@ -21,6 +21,7 @@ use crate::seq::{MsgId, Seq};
 use crate::stats::Stats;
 
 use flight::{Flight, News, State};
+pub(crate) use loss::timer_seed;
 use loss::Recovery;
 pub(crate) use queue::Payload;
 use queue::SendQueue;
@@ -87,23 +88,24 @@ pub(crate) struct Sender {
 }
 
 impl Sender {
-    pub(crate) fn new(config: &Config) -> Sender {
+    /// A sender whose timers are jittered by `seed` (see `loss::timer_seed`).
+    pub(crate) fn new(config: &Config, seed: u32) -> Sender {
         Sender {
             queue: SendQueue::new(config),
             flight: Flight::new(Seq(config.initial_seq)),
             window: Window::new(config),
-            recovery: Recovery::new(),
+            recovery: Recovery::new(seed),
             spurious: Spurious::new(),
         }
     }
 
     /// A sender continuing from `p`, as the one frozen there left off.
-    pub(crate) fn resume(config: &Config, p: SendPoint) -> Sender {
+    pub(crate) fn resume(config: &Config, p: SendPoint, seed: u32) -> Sender {
         Sender {
             queue: SendQueue::resume(config, p.msg),
             flight: Flight::new(p.seq),
             window: Window::resume(p.seq, p.peer_credit),
-            recovery: Recovery::new(),
+            recovery: Recovery::new(seed),
             spurious: Spurious::new(),
         }
     }
