@@ -119,7 +119,9 @@ pub struct QpConfig {
     pub faults: Option<FaultConfig>,
     /// RD only: the reliability engine's parameters (window, timers, `idle_timeout`: how long
     /// a silent peer may keep sends pending, handshake included). Its `checksum` is taken from
-    /// [`QpConfig::crc`].
+    /// [`QpConfig::crc`]. `dormant_after` is on (1 s): a session idle that long is frozen into
+    /// a few words kept in its peer's entry, and resumed when a send or a datagram needs it;
+    /// `None` keeps every session in the engine.
     pub rd: RdConfig,
     /// RD only: cut datagrams no larger than the link the socket is bound to carries
     /// unfragmented (its MTU less the IP and UDP headers), whatever `rd.max_datagram_size`
@@ -150,7 +152,12 @@ impl Default for QpConfig {
             connect_timeout: Duration::from_secs(10),
             socket_buffer: None,
             faults: None,
-            rd: RdConfig::default(),
+            // A peer not talked to for a second costs the engine nothing; waking it costs a
+            // resume and nothing on the wire.
+            rd: RdConfig {
+                dormant_after: Some(Duration::from_secs(1)),
+                ..RdConfig::default()
+            },
             fit_mtu: true,
             connected_peers: 64,
         }

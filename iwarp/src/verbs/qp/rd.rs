@@ -168,15 +168,45 @@ impl RdQp {
 
     /// Test support, for forging peers without a network: handles `data` as if it had just
     /// been read off the socket from `src` (HELLOs, the engine, completions, then the ACKs
-    /// and sends a batch's end lets go). Posted-receive mode only. Does nothing before the
-    /// socket is bound or once the queue pair failed.
+    /// and sends a batch's end lets go). Posted-receive mode. Does nothing before the socket
+    /// is bound or once the queue pair failed.
     #[doc(hidden)]
     pub fn inject_datagram(&mut self, data: &[u8], src: SocketAddr) {
         if self.core.state != QpState::Rts {
             return;
         }
         if let Some(rd) = &mut self.service.path {
-            rd.inject(&mut self.core.queues, data, src);
+            rd.inject(&mut self.core.queues, data, src, None);
+        }
+    }
+
+    /// Test support: as [`RdQp::inject_datagram`] in receiver mode, as a datagram read by
+    /// [`poll_cq_with`](crate::verbs::QueuePair::poll_cq_with) is: messages go to `recv`.
+    #[doc(hidden)]
+    pub fn inject_datagram_with(
+        &mut self,
+        recv: &mut dyn RdReceiver,
+        data: &[u8],
+        src: SocketAddr,
+    ) {
+        if self.core.state != QpState::Rts {
+            return;
+        }
+        if let Some(rd) = &mut self.service.path {
+            rd.inject(&mut self.core.queues, data, src, Some(recv));
+        }
+    }
+
+    /// Test support: runs what is due now without reading the socket (engine timers and the
+    /// sessions they freeze, handshake retransmissions, idle peers' retirement), then sends
+    /// what that let go. `poll_cq` does the same after reading.
+    #[doc(hidden)]
+    pub fn run_timers(&mut self) {
+        if self.core.state != QpState::Rts {
+            return;
+        }
+        if let Some(rd) = &mut self.service.path {
+            rd.timers_now(&mut self.core.queues);
         }
     }
 

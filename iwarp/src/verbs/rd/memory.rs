@@ -5,7 +5,6 @@ use std::mem::size_of;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
 
-use super::conn::PeerSocket;
 use super::path::{Parked, RdPath};
 use super::peer::{Inflight, OutMsg, PeerActive};
 use super::table::PeerIx;
@@ -66,8 +65,6 @@ impl RdPath {
         let mut staged = 0;
         let mut active_peers = 0;
         for p in self.peers.iter() {
-            // An `Arc`'s allocation: the socket and two counts.
-            peer_state += p.via.as_ref().map_or(0, |_| size_of::<PeerSocket>() + 16);
             let Some(a) = &p.active else { continue };
             active_peers += 1;
             peer_state += size_of::<PeerActive>()
@@ -101,11 +98,7 @@ impl RdPath {
     /// Every socket the queue pair holds: the shared one, then each connected send socket.
     pub(crate) fn sockets(&self) -> Vec<BorrowedFd<'_>> {
         std::iter::once(self.sock.socket().as_fd())
-            .chain(
-                self.peers
-                    .iter()
-                    .filter_map(|p| p.via.as_ref().map(|s| s.as_fd())),
-            )
+            .chain(self.peers.vias().map(|s| s.as_fd()))
             .collect()
     }
 }

@@ -5,6 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io::IoSlice;
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reliability::header::MAX_HEADER_LEN;
@@ -17,8 +18,8 @@ use super::super::fault::FaultStats;
 use super::super::link;
 use super::super::rng::SplitMix64;
 use super::super::{QpConfig, VerbsError, WcStatus};
+use super::conn::PeerSocket;
 use super::copies;
-use super::peer::Peer;
 use super::pool::BufPool;
 use super::ring::RecvRing;
 use super::rx::Stash;
@@ -179,23 +180,22 @@ impl RdPath {
             let mut drained = false;
             // A run of datagrams goes to one peer: look it up once per run. A run ends when
             // the session has no more or the batch is full.
-            let mut route: Option<(u32, &Peer)> = None;
+            let mut route: Option<(u32, SocketAddr, Option<&Arc<PeerSocket>>)> = None;
             let mut header = [0u8; MAX_HEADER_LEN];
             let (tx, peers) = (&mut self.tx, &self.peers);
             while tx.wants_more() {
                 let run = self
                     .endpoint
                     .poll_transmit_run(now, &mut header, |id, header, t| {
-                        if route.is_none_or(|(r, _)| r != id) {
+                        if route.is_none_or(|(r, ..)| r != id) {
                             route = peers
                                 .find_id(id)
-                                .and_then(|i| peers.get(i))
-                                .map(|p| (id, p));
+                                .and_then(|i| peers.get(i).map(|p| (id, p.ah.addr, peers.via(i))));
                         }
-                        if let Some((_, p)) = route {
+                        if let Some((_, dst, via)) = route {
                             tx.push(TxItem {
-                                dst: p.ah.addr,
-                                via: p.via.clone(),
+                                dst,
+                                via: via.cloned(),
                                 header: *header,
                                 t,
                             });
@@ -220,10 +220,8 @@ impl RdPath {
 
     /// The queue pair failed: every outstanding request completes with `FlushError`.
     pub(crate) fn flush(&mut self, q: &mut WorkQueues) {
+        self.connect_left += self.peers.vias().count();
         for mut p in self.peers.drain() {
-            if p.via.take().is_some() {
-                self.connect_left += 1;
-            }
             p.fail_sends(q, WcStatus::FlushError);
             if let Some(a) = &mut p.active {
                 a.rx.flush(q);
@@ -285,8 +283,17 @@ impl RdPath {
         let e = self.endpoint.stats();
         s.dropped_malformed = e.dropped_malformed;
         s.dropped_unknown_session = e.dropped_unknown_session;
+        s.sessions_frozen = e.sessions_frozen;
+        s.sessions_resumed = e.sessions_resumed;
+        s.sessions_open = self.endpoint.len();
         s.peers = self.peers.len();
-        s.connected_peers = self.peers.iter().filter(|p| p.via.is_some()).count();
+        s.connected_peers = self.peers.vias().count();
+        for p in self.peers.iter() {
+            if let Some(d) = p.dormant() {
+                s.dormant_peers += 1;
+                s.crc_peers += usize::from(d.checksum());
+            }
+        }
         s.gso_sends = self.tx.gso_sends;
         s.connected_sends = self.tx.via_sends;
         s.gro_runs = self.ring.as_ref().map_or(0, |r| r.gro_runs);
@@ -294,26 +301,32 @@ impl RdPath {
         s
     }
 
-    /// Engine counters and RTT of the session with the peer at `addr`.
+    /// Engine counters and RTT of the session with the peer at `addr` (for a dormant one, zero
+    /// counters and the smoothed RTT it kept).
     pub(crate) fn peer_stats(
         &self,
         addr: SocketAddr,
     ) -> Option<(reliability::Stats, reliability::RttStats)> {
         let p = self.peers.get(self.peers.find(addr)?)?;
+        if let Some(d) = p.dormant() {
+            // Its counters went into the queue pair's totals when it froze; resumed, it counts
+            // from zero, with the smoothed RTT it kept.
+            let rtt = reliability::RttStats {
+                srtt: d.srtt(),
+                rttvar: Duration::ZERO,
+                rto: Duration::ZERO,
+                reo_wnd: Duration::ZERO,
+                ack_lag: Duration::ZERO,
+            };
+            return Some((reliability::Stats::default(), rtt));
+        }
         let s = self.endpoint.session(p.local_id)?;
         Some((*s.stats(), s.rtt()))
     }
 
     /// The session ids in use with the peer at `addr`, once established.
     pub(crate) fn peer_ids(&self, addr: SocketAddr) -> Option<SessionIds> {
-        let p = self.peers.get(self.peers.find(addr)?)?;
-        let r = p.remote()?;
-        Some(SessionIds {
-            local_id: p.local_id,
-            local_epoch: p.local_epoch,
-            remote_id: r.id,
-            remote_epoch: r.epoch,
-        })
+        self.peers.get(self.peers.find(addr)?)?.ids()
     }
 
     /// Datagrams go nowhere from now on: they are kept for [`RdPath::take_sent`] (after the

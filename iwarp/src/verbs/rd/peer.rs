@@ -3,13 +3,11 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use reliability::{MsgId, SendError};
+use reliability::{Dormant, MsgId, SendError, SessionIds};
 
-use super::conn::PeerSocket;
 use super::rx::{compact, PeerRx};
 use crate::verbs::cq::WorkQueues;
 use crate::verbs::{AddressHandle, WcStatus};
@@ -123,6 +121,18 @@ impl PeerActive {
     }
 }
 
+/// Where a peer's session stands while its active part is away.
+#[derive(Clone, Copy)]
+enum Rest {
+    /// The engine holds the session, if one is open; the receive state resumes at this
+    /// message.
+    Awake(MsgId),
+    /// The engine froze the idle session and handed it over ([`reliability::Endpoint::poll_dormant`]):
+    /// these words are all that is left of it until it is resumed. Its next message to
+    /// deliver is where the receive state resumes.
+    Dormant(Dormant),
+}
+
 /// One peer, as every peer is known, busy or not: kept small, since a queue pair may know a
 /// million of them (the goal: an idle peer costs at most 256 bytes over every layer).
 pub(super) struct Peer {
@@ -130,18 +140,12 @@ pub(super) struct Peer {
     pub(super) local_id: u32,
     pub(super) local_epoch: u32,
     /// The peer's session id, 0 until known (0 is reserved, never chosen): the engine session
-    /// exists exactly when it is known (handshake done, or ids pre-seeded).
+    /// exists exactly when it is known (handshake done, or ids pre-seeded) and the peer is not
+    /// dormant.
     remote_id: u32,
     remote_epoch: u32,
-    /// The next message to deliver, while `active` is away; its receive state resumes there.
-    rx_next: u32,
-    // Dormant session words go here: the reliability engine's frozen session (a Copy struct of
-    // at most 24 bytes) is to be kept beside the ids once the engine can freeze one, so that an
-    // idle peer holds no engine session slot either. The size tests leave room for it.
-    /// The socket connected to the peer that its datagrams leave from, once its session is
-    /// open and if one was to be had ([`super::conn`]). Kept while idle: dropping it would
-    /// cost a `socket` and a `connect` at the next burst.
-    pub(super) via: Option<Arc<PeerSocket>>,
+    /// Dormant only without an active part: a peer with work has its session in the engine.
+    rest: Rest,
     pub(super) active: Option<Box<PeerActive>>,
 }
 
@@ -153,8 +157,7 @@ impl Peer {
             local_epoch,
             remote_id: 0,
             remote_epoch: 0,
-            rx_next: first.0,
-            via: None,
+            rest: Rest::Awake(first),
             active: None,
         }
     }
@@ -173,9 +176,61 @@ impl Peer {
         (self.remote_id, self.remote_epoch) = (r.id, r.epoch);
     }
 
-    /// The active part, allocated if the peer had none.
+    /// The session's ids, once the peer's half is known.
+    pub(super) fn ids(&self) -> Option<SessionIds> {
+        let r = self.remote()?;
+        Some(SessionIds {
+            local_id: self.local_id,
+            local_epoch: self.local_epoch,
+            remote_id: r.id,
+            remote_epoch: r.epoch,
+        })
+    }
+
+    /// The frozen session, while the peer is dormant.
+    pub(super) fn dormant(&self) -> Option<&Dormant> {
+        match &self.rest {
+            Rest::Dormant(d) => Some(d),
+            Rest::Awake(_) => None,
+        }
+    }
+
+    /// Takes the frozen session out, to resume it: the peer is awake from now on.
+    pub(super) fn wake(&mut self) -> Option<Dormant> {
+        let Rest::Dormant(d) = self.rest else {
+            return None;
+        };
+        self.rest = Rest::Awake(d.expected_msg());
+        Some(d)
+    }
+
+    /// Keeps the frozen session `d` instead of an engine session, if the peer is idle: no
+    /// active part is left once idle ones are dropped, and the receive state resumes at the
+    /// message the engine delivers next (otherwise something is under way after all). A
+    /// refused `d` comes back, for the caller to resume at once.
+    pub(super) fn sleep(&mut self, d: Dormant) -> Result<(), Dormant> {
+        self.retire();
+        match self.rest {
+            Rest::Awake(next) if self.active.is_none() && next == d.expected_msg() => {
+                self.rest = Rest::Dormant(d);
+                Ok(())
+            }
+            _ => Err(d),
+        }
+    }
+
+    fn rx_next(&self) -> MsgId {
+        match &self.rest {
+            Rest::Awake(next) => *next,
+            Rest::Dormant(d) => d.expected_msg(),
+        }
+    }
+
+    /// The active part, allocated if the peer had none. A dormant peer is woken first: work
+    /// needs the engine session.
     pub(super) fn active(&mut self) -> &mut PeerActive {
-        let next = MsgId(self.rx_next);
+        debug_assert!(self.dormant().is_none(), "a dormant peer is woken first");
+        let next = self.rx_next();
         self.active.get_or_insert_with(|| {
             Box::new(PeerActive {
                 hello: None,
@@ -187,9 +242,10 @@ impl Peer {
         })
     }
 
-    /// Receive state starts again at message `first` (a new session).
+    /// Receive state starts again at message `first` (a new session); a frozen session is
+    /// dropped with the old one.
     pub(super) fn reset_rx(&mut self, first: MsgId) {
-        self.rx_next = first.0;
+        self.rest = Rest::Awake(first);
         if let Some(a) = &mut self.active {
             a.rx = PeerRx::new(first);
         }
@@ -198,7 +254,7 @@ impl Peer {
     /// Drops the active part if it is idle; keeps where the receive state resumes.
     pub(super) fn retire(&mut self) {
         if let Some(a) = self.active.take_if(|a| a.idle()) {
-            self.rx_next = a.rx.next().0;
+            self.rest = Rest::Awake(a.rx.next());
         }
     }
 

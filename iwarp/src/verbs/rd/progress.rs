@@ -54,13 +54,7 @@ impl RdPath {
             self.retry_parked(q, now);
         }
         let lone = self.receive(q, now, reborrow(&mut recv))?;
-        if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
-            self.endpoint.handle_timeout(now);
-        }
-        self.handshake_timers(q, now);
-        if !self.idle.is_empty() {
-            self.retire_idle(now);
-        }
+        self.run_timers(q, now);
         if lone {
             // One datagram, probably the message the caller is polling for: hand it over now
             // and turn the engine's news into completions on the next poll. What must leave at
@@ -75,6 +69,26 @@ impl RdPath {
             self.service(q, now);
         }
         Ok(())
+    }
+
+    /// Runs what is due without traffic: engine timers (and the sessions they froze),
+    /// handshake retransmissions, idle peers' retirement.
+    pub(crate) fn run_timers(&mut self, q: &mut WorkQueues, now: Instant) {
+        if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            self.endpoint.handle_timeout(now);
+            self.take_dormant(now);
+        }
+        self.handshake_timers(q, now);
+        if !self.idle.is_empty() {
+            self.retire_idle(now);
+        }
+    }
+
+    /// [`RdPath::run_timers`] at the current time, then what a batch's end does.
+    pub(crate) fn timers_now(&mut self, q: &mut WorkQueues) {
+        let now = Instant::now();
+        self.run_timers(q, now);
+        self.service(q, now);
     }
 
     /// Reads the socket in batches. Returns whether it got a lone datagram (and deferred the
@@ -154,13 +168,25 @@ impl RdPath {
     }
 
     /// Handles `data` as if it had just been read off the socket from `src`, alone in its
-    /// batch: the receive path a read datagram takes (handshake, gate, engine, completions),
-    /// then what a batch's end does (ACKs and sends leave). For tests that forge peers.
-    pub(crate) fn inject(&mut self, q: &mut WorkQueues, data: &[u8], src: SocketAddr) {
+    /// batch: the receive path a read datagram takes (handshake, gate, engine, completions;
+    /// with `recv`, receiver mode's), then what a batch's end does (ACKs and sends leave).
+    /// For tests that forge peers.
+    pub(crate) fn inject(
+        &mut self,
+        q: &mut WorkQueues,
+        data: &[u8],
+        src: SocketAddr,
+        recv: Option<&mut dyn RdReceiver>,
+    ) {
         let now = Instant::now();
         self.stats.datagrams_read += 1;
-        if let Some((session, seq)) = self.on_datagram(q, now, data, Some(src), None) {
-            self.park(|| data.to_vec(), data.len(), Some(src), session, seq);
+        match (recv, Self::run_session(data)) {
+            (Some(recv), Some(id)) => self.feed_run(now, id, std::iter::once(data), recv),
+            (recv, _) => {
+                if let Some((session, seq)) = self.on_datagram(q, now, data, Some(src), recv) {
+                    self.park(|| data.to_vec(), data.len(), Some(src), session, seq);
+                }
+            }
         }
         self.drained(now);
         self.service(q, now);
@@ -198,6 +224,9 @@ impl RdPath {
         let pkt = Packet::new_checked(data).ok();
         let peer = pkt.as_ref().and_then(|p| self.peers.find_id(p.session()));
         let carries = pkt.as_ref().is_some_and(Self::carries_data);
+        if let (Some(pkt), Some(i)) = (&pkt, peer) {
+            self.wake_for(i, pkt.epoch(), now);
+        }
         if let (Some(pkt), Some(p)) = (pkt, peer.and_then(|i| self.peers.get_mut(i))) {
             if carries
                 && p.remote().is_some_and(|r| r.epoch == pkt.epoch())
@@ -208,6 +237,20 @@ impl RdPath {
         }
         self.feed(q, now, data, peer, carries);
         None
+    }
+
+    /// Wakes the peer at `i` for a datagram of its session from the peer's incarnation
+    /// `epoch`: the engine answers it from the resumed session (a copy of data delivered before
+    /// the sleep gets its ACK). One from another incarnation leaves it asleep; the engine
+    /// drops it as it finds no session.
+    fn wake_for(&mut self, i: PeerIx, epoch: u32, now: Instant) {
+        let fits = self
+            .peers
+            .get(i)
+            .is_some_and(|p| p.dormant().is_some() && p.remote().is_some_and(|r| r.epoch == epoch));
+        if fits {
+            self.wake(i, now);
+        }
     }
 
     /// Whether a datagram carries message data, which its peer's receive state takes (an ACK,
@@ -237,6 +280,14 @@ impl RdPath {
         recv: &mut dyn RdReceiver,
     ) {
         let i = self.peers.find_id(id);
+        if let (Some(i), Some(epoch)) = (
+            i,
+            run.clone()
+                .find_map(|d| Packet::new_checked(d).ok())
+                .map(|p| p.epoch()),
+        ) {
+            self.wake_for(i, epoch, now);
+        }
         let peer = i.and_then(|i| self.peers.get_mut(i)).filter(|p| {
             p.active.is_some()
                 || run
@@ -398,6 +449,9 @@ impl RdPath {
         let mut list = std::mem::take(&mut self.retry);
         list.dedup();
         for i in list.drain(..) {
+            // A peer with sends waiting holds an active part, so is not dormant; were it, its
+            // sends would be refused for an unknown session.
+            self.wake(i, now);
             let Some(p) = self.peers.get_mut(i) else {
                 continue;
             };

@@ -165,6 +165,8 @@ impl RdPath {
     ) -> Result<(), VerbsError> {
         let now = Instant::now();
         let i = self.peer_for_send(q, ah, now);
+        // The engine has no session for a dormant peer: resumed, the message leaves at once.
+        self.wake(i, now);
         let p = self.peers.get_mut(i).expect("just ensured");
         let (local_id, open) = (p.local_id, p.remote().is_some());
         let a = p.active();

@@ -100,14 +100,15 @@ impl RdPath {
             now,
             checksum,
         );
-        if p.via.is_none() && self.connect_left > 0 {
-            p.via = conn::connect(&conn::PROCESS, self.local, p.ah.addr, self.send_buffer);
-            if p.via.is_some() {
+        let addr = p.ah.addr;
+        if self.connect_left > 0 && self.peers.via(i).is_none() {
+            if let Some(via) = conn::connect(&conn::PROCESS, self.local, addr, self.send_buffer) {
+                self.peers.set_via(i, via);
                 self.connect_left -= 1;
             }
         }
         // The timer's entry in `hellos` is left to go stale.
-        if let Some(a) = &mut p.active {
+        if let Some(a) = self.peers.get_mut(i).and_then(|p| p.active.as_mut()) {
             a.hello = None;
             if !a.waiting.is_empty() {
                 self.retry.push(i);
@@ -116,18 +117,53 @@ impl RdPath {
         self.note_idle(i, now);
     }
 
+    /// Resumes the frozen session of the peer at `i`, if it is dormant: whatever needs the
+    /// engine session (a send, a datagram for it) calls this first. Nothing goes on the wire:
+    /// the peer never knew the session slept.
+    pub(super) fn wake(&mut self, i: PeerIx, now: Instant) {
+        let Some(p) = self.peers.get_mut(i) else {
+            return;
+        };
+        if let (Some(ids), Some(_)) = (p.ids(), p.dormant()) {
+            let d = p.wake().expect("dormant");
+            self.endpoint.resume(ids, d, now);
+        }
+    }
+
+    /// Takes the sessions the engine froze (idle for `dormant_after`) into their peers'
+    /// entries, and totals their counters as a closed session's. A peer with something under
+    /// way after all gets its session back at once.
+    pub(super) fn take_dormant(&mut self, now: Instant) {
+        while let Some(s) = self.endpoint.poll_dormant() {
+            self.stats.add_session(&s.stats);
+            let i = self.peers.find_id(s.ids.local_id);
+            // Every engine session belongs to a peer with these ids (closing one removes it).
+            let Some(p) = i
+                .and_then(|i| self.peers.get_mut(i))
+                .filter(|p| p.ids() == Some(s.ids))
+            else {
+                continue;
+            };
+            if let Err(d) = p.sleep(s.dormant) {
+                self.endpoint.resume(s.ids, d, now);
+            }
+        }
+    }
+
     /// Ends the engine session with the peer at `i`: its sends fail, taken by the engine
     /// or not (and what they lend is dropped with them), bound receives go back to the head
     /// of the receive queue.
     fn close_session(&mut self, q: &mut WorkQueues, i: PeerIx) {
+        if self.peers.take_via(i).is_some() {
+            self.connect_left += 1;
+        }
         let Some(p) = self.peers.get_mut(i) else {
             return;
         };
-        if p.via.take().is_some() {
-            self.connect_left += 1;
-        }
         if p.remote().is_some() {
             p.set_remote(None);
+            // A dormant session is not in the engine, and its counters were totalled when it
+            // froze; `reset_rx` below drops its words.
             if let Some(s) = self.endpoint.remove(p.local_id) {
                 self.stats.add_session(s.stats());
             }

@@ -54,6 +54,15 @@ pub struct RdStats {
     pub connected_peers: usize,
     /// Peers whose session carries a CRC32c on every datagram (either end asked for it).
     pub crc_peers: usize,
+    /// Of those, the ones whose idle session the engine froze (`dormant_after`): they keep its
+    /// few words and cost the engine nothing until resumed.
+    pub dormant_peers: usize,
+    /// Engine sessions open: established peers less the dormant ones.
+    pub sessions_open: usize,
+    /// Sessions the engine froze.
+    pub sessions_frozen: u64,
+    /// Frozen sessions resumed (for a send, or a datagram of theirs).
+    pub sessions_resumed: u64,
     /// HELLO and HELLO-ACK datagrams sent.
     pub control_sent: u64,
     /// HELLO and HELLO-ACK datagrams accepted.

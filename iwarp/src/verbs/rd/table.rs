@@ -9,9 +9,11 @@
 use std::hash::BuildHasher;
 use std::mem::size_of;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use hashbrown::HashTable;
+use hashbrown::{HashMap, HashTable};
 
+use super::conn::PeerSocket;
 use super::peer::Peer;
 
 /// A peer's place in the table, stable while it is known. A freed place is reused, so an index
@@ -26,6 +28,11 @@ pub(super) struct PeerTable {
     free: Vec<PeerIx>,
     by_addr: HashTable<PeerIx>,
     by_id: HashTable<PeerIx>,
+    /// The sockets connected to a few peers, that their datagrams leave from
+    /// ([`super::conn`]): beside the entries, since most peers have none and a field would
+    /// cost every entry a pointer. Kept while the peer is idle: dropping one would cost a
+    /// `socket` and a `connect` at the next burst.
+    vias: HashMap<PeerIx, Arc<PeerSocket>, foldhash::fast::RandomState>,
     /// Seeded per process (foldhash: cheap, and keys an attacker picks, peer addresses, still
     /// cannot be aimed at one bucket).
     hasher: foldhash::fast::RandomState,
@@ -122,8 +129,35 @@ impl PeerTable {
         i
     }
 
+    /// The socket connected to the peer at `i`, if it has one.
+    pub(super) fn via(&self, i: PeerIx) -> Option<&Arc<PeerSocket>> {
+        if self.vias.is_empty() {
+            return None;
+        }
+        self.vias.get(&i)
+    }
+
+    /// Gives the peer at `i` a connected socket.
+    pub(super) fn set_via(&mut self, i: PeerIx, via: Arc<PeerSocket>) {
+        if self.get(i).is_some() {
+            self.vias.insert(i, via);
+        }
+    }
+
+    /// Takes the peer's connected socket away.
+    pub(super) fn take_via(&mut self, i: PeerIx) -> Option<Arc<PeerSocket>> {
+        self.vias.remove(&i)
+    }
+
+    /// Every connected socket.
+    pub(super) fn vias(&self) -> impl Iterator<Item = &Arc<PeerSocket>> {
+        self.vias.values()
+    }
+
+    /// Removes the peer at `i` (and its connected socket, if the caller left it).
     pub(super) fn remove(&mut self, i: PeerIx) -> Option<Peer> {
         let p = self.slots.get_mut(i as usize)?.take()?;
+        self.vias.remove(&i);
         if let Ok(e) = self
             .by_addr
             .find_entry(self.hasher.hash_one(p.ah.addr), |&j| j == i)
@@ -170,12 +204,15 @@ impl PeerTable {
         slots.into_iter().flatten()
     }
 
-    /// Bytes of the slab, its free list and both indexes.
+    /// Bytes of the slab, its free list, both indexes and the connected sockets' map (the
+    /// sockets' own allocations: an `Arc`'s, the socket and two counts).
     pub(super) fn memory_bytes(&self) -> usize {
         self.slots.capacity() * size_of::<Option<Peer>>()
             + self.free.capacity() * size_of::<PeerIx>()
             + table_bytes::<PeerIx>(self.by_addr.capacity())
             + table_bytes::<PeerIx>(self.by_id.capacity())
+            + table_bytes::<(PeerIx, Arc<PeerSocket>)>(self.vias.capacity())
+            + self.vias.len() * (size_of::<PeerSocket>() + 16)
     }
 }
 
@@ -214,11 +251,11 @@ mod tests {
     }
 
     /// The entry every peer keeps, and what the table adds to it, at a million peers. The
-    /// compact part leaves room for the engine's dormant session words (24 bytes) in the
-    /// budget of 256 bytes an idle peer may cost over every layer.
+    /// entry holds the engine's dormant session words (24 bytes) too: an idle peer's whole
+    /// session, in the budget of 256 bytes it may cost over every layer.
     #[test]
     fn an_idle_peer_is_small() {
-        assert!(size_of::<Peer>() <= 80, "{}", size_of::<Peer>());
+        assert!(size_of::<Peer>() <= 88, "{}", size_of::<Peer>());
         // What a peer with work adds, boxed (its queues' room apart).
         let active = size_of::<super::super::peer::PeerActive>();
         assert!(active <= 256, "{active}");
