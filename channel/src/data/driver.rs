@@ -691,6 +691,27 @@ impl DataPath {
         self.flush_backlog();
     }
 
+    /// Runs datagram `data` from `src` through the queue pair and the data path as if the
+    /// socket had delivered it: tests forge peers with it (with [`DataPath::null_link`]).
+    #[cfg(test)]
+    pub fn inject(&mut self, data: &[u8], src: std::net::SocketAddr) {
+        self.st.now = Instant::now();
+        self.qp.inject_datagram_with(&mut self.st, data, src);
+        self.note_heard();
+        self.flush_backlog();
+    }
+
+    /// From now on what the queue pair sends is kept for [`DataPath::take_sent`] instead.
+    #[cfg(test)]
+    pub fn null_link(&mut self) {
+        self.qp.null_link();
+    }
+
+    #[cfg(test)]
+    pub fn take_sent(&mut self) -> Vec<(std::net::SocketAddr, Vec<u8>)> {
+        self.qp.take_sent()
+    }
+
     /// Breaks every RC connection, as a reset would.
     #[cfg(test)]
     pub fn break_connections(&mut self) {
