@@ -875,16 +875,21 @@ fn deadlines_follow_outstanding_work() {
         g[0].len() == 1 && g[1].len() == 1
     });
     // Acknowledged and idle: what is left is a delayed ACK, then at most the stale failure
-    // timer of the busy period, which the engine drops at no cost when it comes.
+    // timer of the busy period, which the engine drops at no cost when it comes, and the
+    // freeze of the idle sessions `dormant_after` after they were last heard from (before
+    // `start`).
+    let dormant_after = c.rd.dormant_after.expect("on by default");
     let start = Instant::now();
-    loop {
-        pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |_| true);
+    let settled = |a: &RdQp, b: &RdQp, freeze: Option<Instant>| {
         let soon = Instant::now() + Duration::from_secs(5);
-        if [a.next_deadline(), b.next_deadline()]
+        [a.next_deadline(), b.next_deadline()]
             .iter()
             .flatten()
-            .all(|&d| d > soon)
-        {
+            .all(|&d| d > soon || freeze.is_some_and(|f| d <= f))
+    };
+    loop {
+        pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |_| true);
+        if settled(&a, &b, Some(start + dormant_after)) {
             break;
         }
         assert!(
@@ -892,6 +897,18 @@ fn deadlines_follow_outstanding_work() {
             "timers never settle"
         );
     }
+    // Once frozen, nothing is left to wake for.
+    std::thread::sleep(
+        (start + dormant_after + Duration::from_millis(20))
+            .saturating_duration_since(Instant::now()),
+    );
+    pump(&mut [&mut a, &mut b], &mut got, DEADLINE, |_| true);
+    assert!(
+        settled(&a, &b, None),
+        "{:?}",
+        [a.next_deadline(), b.next_deadline()]
+    );
+    assert_eq!((a.stats().dormant_peers, b.stats().dormant_peers), (1, 1));
 }
 
 #[test]
