@@ -201,10 +201,23 @@ impl Session {
     /// initial sequence number are agreed out of band).
     pub fn new(config: Arc<Config>, ids: SessionIds, now: Instant) -> Result<Session, ConfigError> {
         config.validate()?;
-        Ok(Session {
-            tx: Sender::new(&config, ids.seed()),
-            rx: Receiver::new(&config),
-            rtt: RttEstimator::new(),
+        let (tx, rx) = (Sender::new(&config, ids.seed()), Receiver::new(&config));
+        Ok(Session::with(config, ids, tx, rx, RttEstimator::new(), now))
+    }
+
+    /// A session from its parts, with nothing queued, no events and fresh counters.
+    fn with(
+        config: Arc<Config>,
+        ids: SessionIds,
+        tx: Sender,
+        rx: Receiver,
+        rtt: RttEstimator,
+        now: Instant,
+    ) -> Session {
+        Session {
+            tx,
+            rx,
+            rtt,
             config,
             ids,
             events: VecDeque::new(),
@@ -213,7 +226,7 @@ impl Session {
             busy_since: None,
             release_at: None,
             failed: false,
-        })
+        }
     }
 
     /// Freezes an idle session: `Some` only when nothing is queued or unacknowledged (and no
@@ -255,19 +268,9 @@ impl Session {
         if let Some(srtt) = d.srtt() {
             rtt.update(srtt);
         }
-        Ok(Session {
-            tx: Sender::resume(&config, d.send_point(), ids.seed()),
-            rx: Receiver::resume(&config, d.recv_point(), now),
-            rtt,
-            config,
-            ids,
-            events: VecDeque::new(),
-            stats: Stats::default(),
-            last_heard: now,
-            busy_since: None,
-            release_at: None,
-            failed: false,
-        })
+        let tx = Sender::resume(&config, d.send_point(), ids.seed());
+        let rx = Receiver::resume(&config, d.recv_point(), now);
+        Ok(Session::with(config, ids, tx, rx, rtt, now))
     }
 
     /// When the session may be frozen, by [`Config::dormant_after`]: that long after the peer
