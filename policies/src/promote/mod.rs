@@ -34,10 +34,8 @@ use std::time::{Duration, Instant};
 
 pub use config::{Config, Mode};
 use score::Score;
+pub use table::PeerId;
 use table::Table;
-
-/// A peer: its index in the address vector.
-pub type PeerId = u32;
 
 /// Why a connection does not come up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

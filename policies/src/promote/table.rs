@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use super::score::Score;
-use super::PeerId;
+
+/// A peer: its index in the address vector.
+pub type PeerId = u32;
 
 /// Entries per page (4 KiB): a small job allocates little, and growing never copies entries.
 const PAGE: usize = 256;
