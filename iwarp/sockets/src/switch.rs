@@ -136,6 +136,12 @@ pub fn read_hello(d: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes([q[0], q[1], q[2], q[3]]))
 }
 
+/// The QP number in a peeked datagram `n` bytes long of which `buf` holds the start: one
+/// longer than `buf` (the queue pair's first datagram, say) is no hello.
+fn peeked_hello(buf: &[u8], n: usize) -> Option<u32> {
+    buf.get(..n).and_then(read_hello)
+}
+
 /// The datagram socket calls a switch needs, on the real socket.
 pub trait DatagramWire {
     fn send(&mut self, d: &[u8]) -> bool;
@@ -176,7 +182,7 @@ pub fn switch_datagram(sock: UdpSocket, wire: &mut dyn DatagramWire) -> Result<D
             // queue pair.
             while wire
                 .peek(&mut buf, now)
-                .and_then(|n| read_hello(&buf[..n]))
+                .and_then(|n| peeked_hello(&buf, n))
                 .is_some()
             {
                 wire.discard();
@@ -185,7 +191,7 @@ pub fn switch_datagram(sock: UdpSocket, wire: &mut dyn DatagramWire) -> Result<D
             return Ok(Datagram::new(qp, AddressHandle::new(peer, q)));
         }
         match wire.peek(&mut buf, until.min(next_hello)) {
-            Some(n) => match read_hello(&buf[..n]) {
+            Some(n) => match peeked_hello(&buf, n) {
                 Some(q) => {
                     wire.discard();
                     peer_qpn = Some(q);
@@ -275,6 +281,19 @@ mod tests {
         // Ours went first, then the answer saying we have the peer's.
         assert_eq!(w.sent.len(), 2);
         assert_eq!(w.sent[1][HELLO_LEN - 1], 1);
+    }
+
+    #[test]
+    fn the_peers_first_datagrams_behind_its_hello_stay_whatever_their_length() {
+        // The peer switched at once and its queue pair spoke: a HELLO of 32 bytes, then data
+        // longer than any hello, both longer than the room a hello is peeked into.
+        let long = [vec![0xE1; 32], vec![0x10; 2000]];
+        let mut w = Queue {
+            waiting: [hello(7, true).to_vec(), long[0].clone(), long[1].clone()].into(),
+            sent: Vec::new(),
+        };
+        assert!(switch_datagram(connected(), &mut w).is_ok());
+        assert_eq!(w.waiting, long, "the queue pair's datagrams left in order");
     }
 
     #[test]
