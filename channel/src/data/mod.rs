@@ -454,6 +454,8 @@ mod push_tests;
 #[cfg(test)]
 mod rma_tests;
 #[cfg(test)]
+mod scale_bench;
+#[cfg(test)]
 mod scale_tests;
 #[cfg(test)]
 mod standin_tests;
