@@ -8,7 +8,8 @@
 //!
 //! Run alone by `scripts/peer-scale` (the figures) and, up to 2^10 peers, by `scripts/test`.
 //! `DIWARP_PEER_SCALE_MAX` is the largest N (default 2^20), `DIWARP_PEER_SCALE_OUT` a CSV
-//! file for the rows.
+//! file for the rows, `DIWARP_PEER_SCALE_DORMANT_MS` the dormancy (0: off; default as
+//! `FI_DIWARP_DORMANT_MS`'s), `DIWARP_PEER_SCALE_STATS` prints the queue pair's counters.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -274,7 +275,16 @@ fn step(b: &mut Timed<'_>, peers: &mut Peers, handle0: u64, visit: &[usize]) {
 
 /// One N: contact, a warm-up pass, then [`PASSES`] timed passes.
 fn measure(count: usize) -> Row {
-    let ((_a, _), (b, bav)) = pair_and_avs(Config::default());
+    // FI_DIWARP_DORMANT_MS's default unless DIWARP_PEER_SCALE_DORMANT_MS says (0: never).
+    let dormant_after = match std::env::var("DIWARP_PEER_SCALE_DORMANT_MS").map(|v| v.parse::<u64>()) {
+        Ok(Ok(0)) => None,
+        Ok(Ok(ms)) => Some(Duration::from_millis(ms)),
+        _ => Config::default().dormant_after,
+    };
+    let ((_a, _), (b, bav)) = pair_and_avs(Config {
+        dormant_after,
+        ..Config::default()
+    });
     let n = b.ep.name();
     b.ep.with_data(|d| d.null_link());
     let mut peers = Peers::new(count, n);
