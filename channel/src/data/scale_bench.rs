@@ -276,17 +276,19 @@ fn step(b: &mut Timed<'_>, peers: &mut Peers, handle0: u64, visit: &[usize]) {
 /// One N: contact, a warm-up pass, then [`PASSES`] timed passes.
 fn measure(count: usize) -> Row {
     // FI_DIWARP_DORMANT_MS's default unless DIWARP_PEER_SCALE_DORMANT_MS says (0: never).
-    let dormant_after = match std::env::var("DIWARP_PEER_SCALE_DORMANT_MS").map(|v| v.parse::<u64>()) {
-        Ok(Ok(0)) => None,
-        Ok(Ok(ms)) => Some(Duration::from_millis(ms)),
-        _ => Config::default().dormant_after,
-    };
+    let dormant_after =
+        match std::env::var("DIWARP_PEER_SCALE_DORMANT_MS").map(|v| v.parse::<u64>()) {
+            Ok(Ok(0)) => None,
+            Ok(Ok(ms)) => Some(Duration::from_millis(ms)),
+            _ => Config::default().dormant_after,
+        };
     let ((_a, _), (b, bav)) = pair_and_avs(Config {
         dormant_after,
         ..Config::default()
     });
     let n = b.ep.name();
     b.ep.with_data(|d| d.null_link());
+    let base = b.ep.sample_memory().total() as f64;
     let mut peers = Peers::new(count, n);
     let handle0 = bav.insertions() as u64;
     for chunk in (0..count).collect::<Vec<_>>().chunks(1 << 16) {
@@ -323,13 +325,14 @@ fn measure(count: usize) -> Row {
         peers: count,
         ns: median(&per_msg),
         datagrams: t.datagrams as f64 / (2 * PASSES * order.len()) as f64,
-        ledger: b.ep.sample_memory().total() as f64 / count as f64,
+        ledger: (b.ep.sample_memory().total() as f64 - base) / count as f64,
         passes: per_msg,
     }
 }
 
-/// One N's figures: the median of the passes' ns per message, datagrams per message and
-/// ledger bytes per peer at the end.
+/// One N's figures: the median of the passes' ns per message, datagrams per message, and the
+/// endpoint ledger's growth since before first contact per peer, at the end (peers active
+/// within the last pass, not idle ones as in `scale_tests`).
 struct Row {
     peers: usize,
     ns: f64,
