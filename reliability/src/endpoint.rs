@@ -47,6 +47,22 @@ impl Hasher for IdHasher {
 
 type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
 
+/// Gives back a table's room once under a quarter of it is in use: a peak of sessions must
+/// not stay allocated once they close or sleep. Halving amortises to O(1) per element taken
+/// out, and the factor of four between shrinking and growing keeps a length that wavers from
+/// doing either again and again; a table of `$floor` elements or fewer (by default 1024,
+/// a few KiB of ids or deadlines) is left as it is.
+macro_rules! trim {
+    ($t:expr) => {
+        trim!($t, 1024)
+    };
+    ($t:expr, $floor:expr) => {
+        if $t.capacity() > $floor && $t.len() < $t.capacity() / 4 {
+            $t.shrink_to(2 * $t.len());
+        }
+    };
+}
+
 #[derive(Debug)]
 struct Entry {
     session: Session,
@@ -295,7 +311,9 @@ impl Endpoint {
     /// its local id is unknown to the endpoint until [`Endpoint::resume`]. Frozen sessions
     /// queue up until taken.
     pub fn poll_dormant(&mut self) -> Option<Slept> {
-        self.slept.pop_front()
+        let s = self.slept.pop_front();
+        trim!(self.slept, 16);
+        s
     }
 
     /// The session with this local id.
@@ -308,8 +326,19 @@ impl Endpoint {
         let s = self.sessions.remove(&local_id).map(|e| e.session);
         if s.is_some() {
             self.reshare();
+            self.give_back_room();
         }
         s
+    }
+
+    /// After a session closed or went dormant: the tables that grew with the open sessions
+    /// give their room back (each slot of the map holds a whole session).
+    fn give_back_room(&mut self) {
+        // Its slots hold whole sessions: even a few dozen empty ones are worth giving back.
+        trim!(self.sessions, 64);
+        trim!(self.tx_ready);
+        trim!(self.ev_ready);
+        trim!(self.owing);
     }
 
     /// Number of open sessions (dormant ones are the caller's and not counted).
@@ -669,7 +698,9 @@ impl Endpoint {
             }
         }
         self.due = due;
+        trim!(self.due);
         self.compact_timers();
+        trim!(self.timers);
     }
 
     /// Freezes session `id`, due to go dormant, and takes it out. Its entries in the ready
@@ -690,6 +721,7 @@ impl Endpoint {
         });
         self.stats.sessions_frozen += 1;
         self.reshare();
+        self.give_back_room();
     }
 
     /// A session that goes dormant leaves its id in `owing` until `flush_acks`, which a caller

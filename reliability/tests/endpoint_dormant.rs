@@ -207,6 +207,42 @@ fn the_timer_heap_stays_bounded_across_sleeps() {
     assert_eq!((st.sessions_frozen, st.sessions_resumed), (4 + 399, 399));
 }
 
+/// A burst of many sessions leaves nothing of its size behind once they are all asleep: the
+/// session map, the timer heap and the queue of sessions handed out give their room back.
+#[test]
+fn a_peak_of_open_sessions_gives_its_room_back_when_they_sleep() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = mirrored_pair(4096, sleepy(), sleepy(), t0);
+    for id in 1..=4096 {
+        a.send(id, t0, vec![id as u8; 16]);
+    }
+    let peak = a.ep.memory();
+    assert_eq!(peak.count, 4096);
+    run(&mut a, &mut b, t0, t0 + 4 * AFTER);
+    assert_eq!(b.sink.delivered.len(), 4096, "every message delivered");
+    assert_eq!((a.ep.len(), a.dormant.len()), (0, 4096), "all asleep");
+    let idle = a.ep.memory();
+    assert!(
+        idle.slots * 16 <= peak.slots,
+        "the session map kept {} of its {} bytes",
+        idle.slots,
+        peak.slots
+    );
+    assert!(
+        idle.tables * 8 <= peak.tables,
+        "the endpoint's tables kept {} bytes (at the peak {})",
+        idle.tables,
+        peak.tables
+    );
+    // And it grows again as they wake.
+    for id in 1..=4096 {
+        a.send(id, t0 + 4 * AFTER, vec![!(id as u8); 16]);
+    }
+    assert_eq!(a.ep.memory().count, 4096);
+    run(&mut a, &mut b, t0 + 4 * AFTER, t0 + 8 * AFTER);
+    assert_eq!(b.sink.delivered.len(), 8192);
+}
+
 #[test]
 fn opening_sessions_costs_the_same_however_many_are_open() {
     const N: u32 = 1 << 16;
