@@ -701,6 +701,20 @@ impl DataPath {
         self.flush_backlog();
     }
 
+    /// The per-peer state by layer, bytes: the peer table, the promotion policy, the queue
+    /// pair's own peer entries, the engine's sessions and tables (the ledger's `peer_state`
+    /// is their sum).
+    #[cfg(test)]
+    pub fn peer_layers(&self) -> [(&'static str, usize); 4] {
+        let qp = self.qp.memory();
+        [
+            ("peer table", self.st.peers.memory()),
+            ("promotion policy", self.paths.policy_memory()),
+            ("queue pair", qp.peer_entries),
+            ("engine", qp.peer_state - qp.peer_entries),
+        ]
+    }
+
     /// From now on what the queue pair sends is kept for [`DataPath::take_sent`] instead.
     #[cfg(test)]
     pub fn null_link(&mut self) {

@@ -216,10 +216,14 @@ fn a_million_idle_peers_cost_a_few_hundred_bytes_each() {
         assert_eq!(bav.insert(&names, 0).unwrap().count, chunk.len());
     }
     let base = settle(&b);
+    let ledger0 = b.ep.sample_memory();
+    let layers0 = b.ep.with_data(|d| d.peer_layers());
     let av_each = (base - before_av) as f64 / total as f64;
     eprintln!("address vector: {av_each:.1} bytes per entry never contacted ({total} entries)");
 
     let mut rows = Vec::new();
+    let mut accounts: Vec<(&str, f64)> = Vec::new();
+    let mut layers = [("", 0); 4];
     let mut done = 0;
     let started = Instant::now();
     for &k in &CHECKPOINTS {
@@ -231,10 +235,31 @@ fn a_million_idle_peers_cost_a_few_hundred_bytes_each() {
         let heap = settle(&b);
         let m = b.ep.sample_memory();
         let each = (heap - base) as f64 / k as f64;
+        // Where the bytes are, by the ledger's accounts: their growth since the names went in.
+        accounts = policies::Account::ALL
+            .iter()
+            .map(|&a| {
+                (
+                    a.name(),
+                    (m.get(a).bytes as f64 - ledger0.get(a).bytes as f64) / k as f64,
+                )
+            })
+            .filter(|&(_, b)| b.abs() >= 0.05)
+            .collect();
+        // And the peer state by layer.
+        layers = b.ep.with_data(|d| d.peer_layers());
+        for (l, l0) in layers.iter_mut().zip(layers0) {
+            l.1 = (l.1 - l0.1) / k;
+        }
+        let shown: Vec<String> = accounts
+            .iter()
+            .map(|(n, b)| format!("{n} {b:.1}"))
+            .chain(layers.iter().map(|(n, b)| format!("[{n} {b}]")))
+            .collect();
         eprintln!(
-            "{k:>8} peers: {each:.1} bytes per idle peer ({} s so far; peer_state account {} B)",
+            "{k:>8} peers: {each:.1} bytes per idle peer ({} s so far; by account: {})",
             started.elapsed().as_secs(),
-            m.get(policies::Account::PeerState).bytes,
+            shown.join(", "),
         );
         rows.push((k, each));
     }
@@ -242,6 +267,8 @@ fn a_million_idle_peers_cost_a_few_hundred_bytes_each() {
         let json = serde_json::json!({
             "av_entry_bytes": av_each,
             "idle_peer_bytes": rows.iter().map(|&(k, b)| serde_json::json!({"peers": k, "bytes": b})).collect::<Vec<_>>(),
+            "peer_state_by_layer": layers.iter().map(|&(n, b)| (n.to_string(), serde_json::json!(b))).collect::<serde_json::Map<_, _>>(),
+            "ledger_accounts_per_peer": accounts.iter().map(|&(n, b)| (n.to_string(), serde_json::json!(b))).collect::<serde_json::Map<_, _>>(),
         });
         std::fs::write(path, format!("{json}\n")).unwrap();
     }
