@@ -9,7 +9,8 @@
 //! Run alone by `scripts/peer-scale` (the figures) and, up to 2^10 peers, by `scripts/test`.
 //! `DIWARP_PEER_SCALE_MAX` is the largest N (default 2^20), `DIWARP_PEER_SCALE_OUT` a CSV
 //! file for the rows, `DIWARP_PEER_SCALE_DORMANT_MS` the dormancy (0: off; default as
-//! `FI_DIWARP_DORMANT_MS`'s), `DIWARP_PEER_SCALE_STATS` prints the queue pair's counters.
+//! `FI_DIWARP_DORMANT_MS`'s), `DIWARP_PEER_SCALE_STATS` prints the queue pair's counters, `DIWARP_PEER_SCALE_ONLY=N` runs N
+//! alone (to profile it).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -126,7 +127,7 @@ impl Peers {
         &mut self,
         back: Vec<(SocketAddr, Vec<u8>)>,
         touched: &BTreeSet<usize>,
-    ) -> (usize, usize) {
+    ) -> std::result::Result<(usize, usize), String> {
         for (dst, dg) in &back {
             let p = index(*dst);
             self.far(p).qp.inject_datagram(dg, alias(p));
@@ -138,7 +139,12 @@ impl Peers {
                 let n = self.fars[f].qp.poll_cq(&mut self.wcs, 256).unwrap();
                 for wc in &self.wcs {
                     let p = wc.wr_id as usize;
-                    assert_eq!(wc.status, WcStatus::Success, "peer {p}: {wc:?}");
+                    if wc.status != WcStatus::Success {
+                        panic!(
+                            "peer {p}: {wc:?}; its queue pair: {:?}",
+                            self.fars[f].qp.stats()
+                        );
+                    }
                     if wc.opcode != WcOpcode::Recv {
                         acked += 1;
                         continue;
@@ -167,7 +173,7 @@ impl Peers {
                 }
             }
         }
-        (acked, got)
+        Ok((acked, got))
     }
 }
 
@@ -235,7 +241,10 @@ fn step(b: &mut Timed<'_>, peers: &mut Peers, handle0: u64, visit: &[usize]) {
             })
         });
         b.datagrams += back.len();
-        let (a, g) = peers.deliver(back, &touched);
+        let (a, g) = peers.deliver(back, &touched).unwrap_or_else(|e| {
+            let st = b.b.ep.with_data(|d| d.rd_stats());
+            panic!("{e}\nthe endpoint's queue pair: {st:?}")
+        });
         far_acked += a;
         far_got += g;
         b.run(|b| {
@@ -354,10 +363,16 @@ fn per_message_cost_against_the_number_of_peers() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1 << 20);
+    let only: Option<usize> = std::env::var("DIWARP_PEER_SCALE_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let mut rows: Vec<Row> = Vec::new();
     for count in [1, 1 << 4, 1 << 10, 1 << 16, 1 << 20] {
         if count > max {
             break;
+        }
+        if only.is_some_and(|o| o != count) {
+            continue;
         }
         let started = Instant::now();
         let r = measure(count);
