@@ -47,6 +47,10 @@ struct Peers {
     seq: Vec<u32>,
     acked: Vec<u32>,
     wcs: Vec<WorkCompletion>,
+    /// Far sides outside the step that were handed datagrams (the endpoint's retransmissions
+    /// to a batch visited earlier): what they answer must reach the endpoint too, or it would
+    /// retransmit until it gave the peer up.
+    answering: BTreeSet<usize>,
 }
 
 impl Peers {
@@ -59,6 +63,7 @@ impl Peers {
             seq: vec![1; count],
             acked: vec![0; count],
             wcs: Vec::new(),
+            answering: BTreeSet::new(),
         }
     }
 
@@ -112,7 +117,8 @@ impl Peers {
     /// What the far side sent since the last call, each with the forged peer it came from.
     fn take_sent(&mut self, touched: &BTreeSet<usize>) -> Vec<(usize, Vec<u8>)> {
         let mut out = Vec::new();
-        for &f in touched {
+        let answering = std::mem::take(&mut self.answering);
+        for &f in touched.union(&answering) {
             for (dst, dg) in self.fars[f].qp.take_sent() {
                 out.push((index(dst), dg));
             }
@@ -131,6 +137,9 @@ impl Peers {
         for (dst, dg) in &back {
             let p = index(*dst);
             self.far(p).qp.inject_datagram(dg, alias(p));
+            if !touched.contains(&(p / BATCH)) {
+                self.answering.insert(p / BATCH);
+            }
         }
         let (mut acked, mut got) = (0, 0);
         for &f in touched {
