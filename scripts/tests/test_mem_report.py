@@ -7,6 +7,7 @@ Run with the venv's python:  .venv/bin/python -m unittest discover -s scripts/te
 import csv
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -124,7 +125,8 @@ class ReportFiles(unittest.TestCase):
         return path
 
 
-class MemReport(ReportFiles):
+class Tool(ReportFiles):
+    """Runs mem-report; three_ranks() is a job of known costs."""
 
     def run_tool(self, *args, ok=True):
         p = subprocess.run([MEM_REPORT, *args], capture_output=True, text=True, timeout=120)
@@ -152,10 +154,14 @@ class MemReport(ReportFiles):
                 report(11, 1000, 150, 50, 100000, 50000, 4096, 3),
                 report(12, 1300, 150, 50, 100000, 45000, 4096, 3)]
 
+
+class MemReport(Tool):
+
     def test_projection_ud_rc_hybrid(self):
         a = self.write("a.jsonl", self.three_ranks()[:2])
         b = self.write("b.jsonl", self.three_ranks()[2:] + [report(12, 1, 1, 1, 1, 1, 1, 3, at="running")])
-        table, out = self.projection(a, b, "--rc-cost", "64K", "--caps", "4,16", "--ranks", "3,1000")
+        table, out = self.projection(a, b, "--rc-cost", "64K", "--caps", "4,16", "--ranks", "3,1000",
+                                     "--per-peer", "job")
         fixed, per_peer, rc = 149196, 1200, 65536
         ranks = sorted(set(POWERS + [3, 1000]))
         for n in ranks:
@@ -170,7 +176,7 @@ class MemReport(ReportFiles):
 
     def test_without_rc_cost_only_ud(self):
         path = self.write("r.json", self.three_ranks())
-        table, out = self.projection(path)
+        table, out = self.projection(path, "--per-peer", "job")
         self.assertEqual({m for m, _ in table}, {"ud"})
         self.assertEqual(table[("ud", 1048576)], ("ledger", 149196 + 1200 * 1048575))
         self.assertIn("rc and hybrid are not projected: give --rc-cost", out)
@@ -179,8 +185,8 @@ class MemReport(ReportFiles):
         for i, o in enumerate(self.three_ranks()):
             self.write(f"rank{i}.json", [o])
         self.write("notes.txt", ["not a report"])
-        t1, _ = self.projection(self.dir)
-        t2, _ = self.projection(os.path.join(self.dir, "rank*.json"))
+        t1, _ = self.projection(self.dir, "--per-peer", "job")
+        t2, _ = self.projection(os.path.join(self.dir, "rank*.json"), "--per-peer", "job")
         self.assertEqual(t1[("ud", 64)], ("ledger", 149196 + 1200 * 63))
         self.assertEqual(t1, t2)
 
@@ -254,6 +260,161 @@ class MemReport(ReportFiles):
         p = self.run_tool("--rc-cost", "lots", self.write("x.json", self.three_ranks()), ok=False)
         self.assertEqual(p.returncode, 2)
         self.assertIn("is not a size in bytes", p.stderr)
+
+
+class PerPeer(Tool):
+    """--per-peer: the job's own peers at its ledger's figure, every further peer at a measured one.
+    three_ranks(): fixed 149196, per peer 1200, 3 peers."""
+
+    FIXED, PER_PEER, PEERS = 149196, 1200, 3
+
+    def expected(self, n, idle, extra=0):
+        """(kind, bytes) of a ledger model at n ranks, from the header's formula."""
+        if n - 1 <= self.PEERS:
+            return "ledger", round(self.FIXED + self.PER_PEER * (n - 1) + extra)
+        return "measured", round(self.FIXED + self.PER_PEER * self.PEERS + idle * (n - 1 - self.PEERS) + extra)
+
+    def scale_json(self, path, rows, **more):
+        with open(path, "w") as f:
+            json.dump({"av_entry_bytes": 90.0, "idle_peer_bytes": rows, **more}, f)
+        return path
+
+    def test_a_byte_figure(self):
+        rep = self.write("r.json", self.three_ranks())
+        rc = 65536
+        for arg, idle in (("300", 300), ("0.5K", 512), ("2KiB", 2048)):
+            table, out = self.projection(rep, "--per-peer", arg, "--rc-cost", "64K", "--caps", "4",
+                                         "--ranks", "3,4,5,1000")
+            for n in sorted(set(POWERS + [3, 4, 5, 1000])):
+                with self.subTest(per_peer=arg, n=n):
+                    self.assertEqual(table[("ud", n)], self.expected(n, idle))
+                    self.assertEqual(table[("rc", n)], self.expected(n, idle, rc * (n - 1)))
+                    self.assertEqual(table[("hybrid-cap4", n)], self.expected(n, idle, rc * min(4, n - 1)))
+            # The step is at the job's own count: 4 ranks are its 3 peers, 5 the first one beyond.
+            self.assertEqual(table[("ud", 4)][0], "ledger")
+            self.assertEqual(table[("ud", 5)][0], "measured")
+            self.assertIn("per peer = 1.17 KiB, the job's own", out)
+            self.assertIn(f"beyond the job's 3, from --per-peer {arg}", out)
+            self.assertIn("peers(N) = per_peer * min(N-1, 3) + idle * max(0, N-1-3)", out)
+        self.assertEqual(table[("ud", 1048576)], ("measured", 149196 + 1200 * 3 + 2048 * (1048575 - 3)))
+
+    def test_a_json_file(self):
+        rep = self.write("r.json", self.three_ranks())
+        # The row of the most peers counts, wherever it stands.
+        src = self.scale_json(os.path.join(self.dir, "scale.json"),
+                              [{"peers": 1024, "bytes": 450.5}, {"peers": 1048576, "bytes": 240.25},
+                               {"peers": 1, "bytes": 12352.0}, {"peers": 65536, "bytes": 245.0}],
+                              peer_state_by_layer={"peer table": 114})
+        table, out = self.projection(rep, "--per-peer", src)
+        for n in POWERS:
+            self.assertEqual(table[("ud", n)], self.expected(n, 240.25), n)
+        self.assertIn(f"from {src}, an idle peer at 1048576 peers", out)
+        self.assertIn("peers beyond the job's 3 at idle = 240 B", out)
+
+    def test_job_keeps_the_jobs_figure(self):
+        rep = self.write("r.json", self.three_ranks())
+        table, out = self.projection(rep, "--per-peer", "job", "--rc-cost", "1K", "--ranks", "3,1000")
+        for n in sorted(set(POWERS + [3, 1000])):
+            self.assertEqual(table[("ud", n)], ("ledger", 149196 + 1200 * (n - 1)), n)
+            self.assertEqual(table[("rc", n)], ("ledger", 149196 + (1200 + 1024) * (n - 1)), n)
+        self.assertEqual({k for k, _ in table.values()}, {"ledger"})
+        self.assertIn("every peer at the job's figure, peers(N) = per_peer * (N-1) (--per-peer job)", out)
+
+    def tree(self, scale_rows=None, scale_text=None):
+        """A copy of the repository's layout mem-report needs (the script, the venv, the schema),
+        with channel/bench/peer-scale.json holding `scale_rows` or `scale_text`, or absent."""
+        root = os.path.join(self.dir, "repo")
+        os.makedirs(os.path.join(root, "scripts"))
+        os.makedirs(os.path.join(root, "channel", "bench"))
+        shutil.copy(MEM_REPORT, os.path.join(root, "scripts", "mem-report"))
+        shutil.copy(SCHEMA_FILE, os.path.join(root, "channel"))
+        os.symlink(os.path.realpath(os.path.join(HERE, "..", "..", ".venv")), os.path.join(root, ".venv"))
+        scale = os.path.join(root, "channel", "bench", "peer-scale.json")
+        if scale_rows is not None:
+            self.scale_json(scale, scale_rows)
+        elif scale_text is not None:
+            with open(scale, "w") as f:
+                f.write(scale_text)
+        return os.path.join(root, "scripts", "mem-report")
+
+    def run_copy(self, tool, *args):
+        out = os.path.join(self.dir, "proj.csv")
+        p = subprocess.run([tool, *args, "--csv", out], capture_output=True, text=True, timeout=120)
+        table = {}
+        if p.returncode == 0:
+            with open(out) as f:
+                table = {(r["model"], int(r["ranks"])): (r["kind"], int(r["bytes"])) for r in csv.DictReader(f)}
+        return p, table
+
+    def test_the_default_file(self):
+        rep = self.write("r.json", self.three_ranks())
+        tool = self.tree([{"peers": 1, "bytes": 9000}, {"peers": 4096, "bytes": 333}])
+        p, table = self.run_copy(tool, rep)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for n in POWERS:
+            self.assertEqual(table[("ud", n)], self.expected(n, 333), n)
+        self.assertIn("from channel/bench/peer-scale.json (the default), an idle peer at 4096 peers", p.stdout)
+        self.assertIn("(--per-peer job: per_peer * (N-1))", p.stdout)
+        # --per-peer job beside the default file is the projection without one.
+        p_job, t_job = self.run_copy(tool, rep, "--per-peer", "job")
+        os.remove(os.path.join(os.path.dirname(tool), "..", "channel", "bench", "peer-scale.json"))
+        p_none, t_none = self.run_copy(tool, rep)
+        self.assertEqual(p_none.returncode, 0, p_none.stderr)
+        self.assertEqual(t_job, t_none)
+        self.assertEqual(t_none[("ud", 1048576)], ("ledger", 149196 + 1200 * 1048575))
+        self.assertIn("(no channel/bench/peer-scale.json; --per-peer sets one)", p_none.stdout)
+
+    def test_the_repositorys_default_file(self):
+        with open(os.path.join(HERE, "..", "..", "channel", "bench", "peer-scale.json")) as f:
+            top = max(json.load(f)["idle_peer_bytes"], key=lambda r: r["peers"])
+        table, out = self.projection(self.write("r.json", self.three_ranks()))
+        self.assertEqual(table[("ud", 1048576)], self.expected(1048576, top["bytes"]))
+        self.assertIn(f"channel/bench/peer-scale.json (the default), an idle peer at {top['peers']} peers", out)
+
+    def test_bad_sources(self):
+        rep = self.write("r.json", self.three_ranks())
+        d = self.dir
+
+        def file(name, text):
+            path = os.path.join(d, name)
+            with open(path, "wb") as f:
+                f.write(text if isinstance(text, bytes) else text.encode())
+            return path
+
+        cases = [
+            (os.path.join(d, "missing.json"), "missing.json: no such file; want the scale test's JSON"),
+            (d, ": not a regular file"),
+            (file("garbage.json", "{not json"), "garbage.json: not JSON (Expecting property name"),
+            (file("binary.json", b"\xff\xfe\x00"), "binary.json: not a text file"),
+            (file("list.json", "[1, 2]"), "list.json: no idle_peer_bytes list"),
+            (file("other.json", '{"av_entry_bytes": 90}'), "other.json: no idle_peer_bytes list"),
+            (file("empty.json", '{"idle_peer_bytes": []}'), "empty.json: idle_peer_bytes is empty"),
+            (file("zero.json", '{"idle_peer_bytes": [{"peers": 1024, "bytes": 0}]}'),
+             'zero.json: idle_peer_bytes[0] is {"peers": 1024, "bytes": 0}, want'),
+            (file("neg.json", '{"idle_peer_bytes": [{"peers": 1, "bytes": 9}, {"peers": -4, "bytes": 9}]}'),
+             "neg.json: idle_peer_bytes[1] is"),
+            (file("half.json", '{"idle_peer_bytes": [{"peers": 2.5, "bytes": 9}]}'), "half.json: idle_peer_bytes[0]"),
+            (file("nan.json", '{"idle_peer_bytes": [{"peers": 8, "bytes": NaN}]}'), "nan.json: idle_peer_bytes[0]"),
+            (file("inf.json", '{"idle_peer_bytes": [{"peers": 8, "bytes": Infinity}]}'), "inf.json: idle_peer_bytes[0]"),
+            (file("text.json", '{"idle_peer_bytes": [{"peers": 8, "bytes": "240"}]}'), "text.json: idle_peer_bytes[0]"),
+            (file("deep.json", "[" * 100000), "deep.json: not usable JSON"),
+            ("0", "--per-peer 0: want a positive number of bytes"),
+            ("-240", "--per-peer -240: want a positive number of bytes"),
+            ("-1.5K", "--per-peer -1.5K: want a positive number of bytes"),
+        ]
+        for src, msg in cases:
+            with self.subTest(src=src):
+                p = self.run_tool(rep, "--per-peer", src, ok=False)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(msg, p.stderr)
+                self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+                self.assertTrue(p.stderr.startswith("mem-report: --per-peer "), p.stderr)
+                self.assertEqual(p.stdout, "")
+        # A broken default file is an error too, not a silent fall back to the job's figure.
+        p, _ = self.run_copy(self.tree(scale_text='{"idle_peer_bytes": 5}'), rep)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stderr, "mem-report: --per-peer channel/bench/peer-scale.json (the default): no "
+                         "idle_peer_bytes list; want the scale test's JSON (DIWARP_SCALE_OUT), BYTES or job\n")
 
 
 class Check(ReportFiles):
