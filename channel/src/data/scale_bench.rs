@@ -22,7 +22,6 @@ use iwarp::verbs::{
 
 use super::scale_tests::{alias, fake, index, name, Far, BATCH};
 use super::tests::{pair_and_avs, recv, send, Side};
-use super::wire::Matching;
 use super::*;
 use crate::addr::EpName;
 use crate::params::Config;
@@ -74,12 +73,6 @@ impl Peers {
     /// Peer `p` sends the endpoint a tagged 8-byte message carrying `p`, acknowledging what
     /// it received, and posts a receive for the endpoint's next message to it.
     fn send(&mut self, p: usize) {
-        let m = Matching {
-            kind: Kind::Tagged,
-            tag: TO_ENDPOINT,
-            data: None,
-            len: 8,
-        };
         let (seq, acked) = (self.seq[p], self.acked[p]);
         self.seq[p] += 1;
         let to = crate::peer::header::epoch(self.n.nonce);
@@ -95,8 +88,7 @@ impl Peers {
         }
         .encode()
         .to_vec();
-        wire::eager(&mut msg, far.qp.qpn(), &m);
-        msg.extend_from_slice(&(p as u64).to_le_bytes());
+        msg.extend_from_slice(&far.tagged(TO_ENDPOINT, p));
         far.qp
             .post_recv(RecvWr {
                 wr_id: p as u64,
@@ -208,10 +200,8 @@ impl Timed<'_> {
 /// both sides.
 fn step(b: &mut Timed<'_>, peers: &mut Peers, handle0: u64, visit: &[usize]) {
     let bufs: Vec<_> = b.run(|b| {
-        let bufs = visit
-            .iter()
-            .enumerate()
-            .map(|(j, _)| recv(b, FI_ADDR_UNSPEC, Kind::Tagged, TO_ENDPOINT, 8, 1 + j))
+        let bufs = (0..visit.len())
+            .map(|j| recv(b, FI_ADDR_UNSPEC, Kind::Tagged, TO_ENDPOINT, 8, 1 + j))
             .collect();
         for (j, &p) in visit.iter().enumerate() {
             let bytes = (p as u64).to_le_bytes().to_vec();
@@ -257,7 +247,7 @@ fn step(b: &mut Timed<'_>, peers: &mut Peers, handle0: u64, visit: &[usize]) {
         far_acked += a;
         far_got += g;
         b.run(|b| {
-            while let Ok(n @ 1..) = b.cq.read(256, |_, c| {
+            while let Ok(1..) = b.cq.read(256, |_, c| {
                 if c.op_context >= 1 << 40 {
                     sent += 1;
                 } else {
@@ -265,9 +255,7 @@ fn step(b: &mut Timed<'_>, peers: &mut Peers, handle0: u64, visit: &[usize]) {
                     sources.push(c.src);
                     received += 1;
                 }
-            }) {
-                let _ = n;
-            }
+            }) {}
         });
         assert!(
             Instant::now() < deadline,

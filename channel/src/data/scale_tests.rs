@@ -87,17 +87,24 @@ impl Far {
         }
     }
 
-    /// Forged peer `i` sends `b` (named `n`) a tagged message carrying `i`, its `nth` to `b`.
-    pub(super) fn send(&mut self, n: &EpName, i: usize, nth: u32) {
+    /// The data path's part of forged peer `i`'s tagged message: the eager header (tag `tag`,
+    /// 8 bytes) from this queue pair, and `i` as the payload.
+    pub(super) fn tagged(&self, tag: u64, i: usize) -> Vec<u8> {
         let m = Matching {
             kind: Kind::Tagged,
-            tag: 5,
+            tag,
             data: None,
             len: 8,
         };
         let mut msg = Vec::new();
         wire::eager(&mut msg, self.qp.qpn(), &m);
         msg.extend_from_slice(&(i as u64).to_le_bytes());
+        msg
+    }
+
+    /// Forged peer `i` sends `b` (named `n`) a tagged message carrying `i`, its `nth` to `b`.
+    pub(super) fn send(&mut self, n: &EpName, i: usize, nth: u32) {
+        let msg = self.tagged(5, i);
         self.qp
             .post_send(SendWr {
                 wr_id: i as u64,
