@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::addr::{EpName, NameError};
+use crate::addr::{EpName, MoreRails, NameError};
 use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
@@ -49,11 +49,14 @@ struct Table {
     /// Handles by their name's datagram address, found through `slots`: a handle's position
     /// and nothing else, so an entry never contacted costs its slot and a few bytes here.
     by_addr: Index,
+    /// Live slots whose names have more than one rail (each boxes the rest).
+    boxed: usize,
 }
 
-/// A live handle's name, laid out flat (an `EpName` beside a count would pad to 48 bytes),
-/// and how many of its inserts are not yet removed.
-#[derive(Debug, Clone, Copy)]
+/// A live handle's name, laid out flat (an `EpName` beside a count would pad past 100 bytes),
+/// and how many of its inserts are not yet removed. A name's rails after the first are boxed:
+/// a one-rail job pays a null pointer for them.
+#[derive(Debug, Clone)]
 struct Slot {
     nonce: u64,
     qpn: u32,
@@ -61,6 +64,7 @@ struct Slot {
     udp_port: u16,
     tcp_port: u16,
     ip: std::net::IpAddr,
+    more: Option<Box<MoreRails>>,
 }
 
 impl Slot {
@@ -72,6 +76,7 @@ impl Slot {
             udp_port: n.udp_port,
             tcp_port: n.tcp_port,
             ip: n.ip,
+            more: (!n.more.is_empty()).then(|| Box::new(n.more)),
         }
     }
 
@@ -82,6 +87,7 @@ impl Slot {
             qpn: self.qpn,
             tcp_port: self.tcp_port,
             nonce: self.nonce,
+            more: self.more.as_deref().copied().unwrap_or(MoreRails::NONE),
         }
     }
 
@@ -94,7 +100,9 @@ impl Table {
     /// The datagram address of handle `h`'s name (the unspecified address for a dead one,
     /// which no name has: decoding refuses port 0).
     fn addr_of(slots: &[Option<Slot>], h: u32) -> SocketAddr {
-        slots[h as usize].map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |s| s.addr())
+        slots[h as usize]
+            .as_ref()
+            .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), Slot::addr)
     }
 
     fn handle_of(&self, addr: &SocketAddr) -> Option<u64> {
@@ -118,7 +126,9 @@ impl AddressVector {
     /// Bytes of the table (a slot per insert, the reverse map), and the names it holds.
     pub fn memory(&self) -> (usize, usize) {
         let t = self.table.read();
-        let bytes = t.slots.capacity() * std::mem::size_of::<Option<Slot>>() + t.by_addr.bytes();
+        let bytes = t.slots.capacity() * std::mem::size_of::<Option<Slot>>()
+            + t.by_addr.bytes()
+            + t.boxed * std::mem::size_of::<MoreRails>();
         (bytes, t.by_addr.len())
     }
 
@@ -151,6 +161,7 @@ impl AddressVector {
             table: RwLock::new(Table {
                 slots: Vec::with_capacity(count.min(1 << 16)),
                 by_addr: Index::default(),
+                boxed: 0,
             }),
             insertions: AtomicUsize::new(0),
             remaps: AtomicUsize::new(0),
@@ -183,9 +194,11 @@ impl AddressVector {
                     // meet at once) gets the same handle, as libfabric's own AVs give it:
                     // with two, a receive directed at the older one would never again match
                     // what the peer sends, which arrives under the newer.
-                    let same = t
-                        .handle_of(&addr)
-                        .filter(|&h| t.slots[h as usize].is_some_and(|s| s.name() == name));
+                    let same = t.handle_of(&addr).filter(|&h| {
+                        t.slots[h as usize]
+                            .as_ref()
+                            .is_some_and(|s| s.name() == name)
+                    });
                     let handle = match same {
                         Some(h) => {
                             let slot = t.slots[h as usize].as_mut().expect("live");
@@ -198,7 +211,8 @@ impl AddressVector {
                                 return Err(Errno::NOMEM);
                             };
                             t.slots.push(Some(Slot::new(name)));
-                            let Table { slots, by_addr } = &mut *t;
+                            t.boxed += usize::from(!name.more.is_empty());
+                            let Table { slots, by_addr, .. } = &mut *t;
                             remapped |= by_addr
                                 .insert(&addr, h, |p| Table::addr_of(slots, p))
                                 .is_some();
@@ -254,7 +268,9 @@ impl AddressVector {
                 continue;
             }
             let addr = slot.addr();
-            let Table { slots, by_addr } = &mut *t;
+            let boxed = slot.more.is_some();
+            t.boxed -= usize::from(boxed);
+            let Table { slots, by_addr, .. } = &mut *t;
             // Before the slot dies: the index finds its entries through the slots.
             by_addr.remove(&addr, h as u32, |p| Table::addr_of(slots, p));
             slots[h as usize] = None;
@@ -266,8 +282,7 @@ impl AddressVector {
     pub fn lookup(&self, handle: u64) -> Result<EpName> {
         usize::try_from(handle)
             .ok()
-            .and_then(|i| self.table.read().slots.get(i).copied().flatten())
-            .map(|s| s.name())
+            .and_then(|i| self.table.read().slots.get(i)?.as_ref().map(Slot::name))
             .ok_or(Errno::INVAL)
     }
 
@@ -318,6 +333,7 @@ mod tests {
             qpn: 1,
             tcp_port: 0,
             nonce: port as u64,
+            more: MoreRails::NONE,
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::addr::EpName;
+use crate::addr::{EpName, MoreRails, NameError, RailAddr};
 use crate::av::AddressVector;
 use crate::cntr::Counter;
 use crate::cq::{CompletionQueue, Progress};
@@ -64,7 +64,7 @@ pub struct Endpoint {
     polls: AtomicU64,
     /// The data path's socket (a second descriptor of it), for the progress thread to wait on
     /// while the application computes; taken when the thread starts.
-    arrivals: Mutex<Option<UdpSocket>>,
+    arrivals: Mutex<Vec<UdpSocket>>,
     /// [`TICK`], in microseconds; tests stretch it to show what wakes the thread.
     tick_us: AtomicU64,
     /// Times the progress thread made progress for an application that was not polling.
@@ -93,25 +93,48 @@ impl Endpoint {
             diag!(Warn, EpCtrl, "fi_endpoint: unsupported attribute {}", r.0);
             Errno::NODATA
         })?;
-        let ip = crate::iface::resolve(domain.fabric.config.iface.as_deref()).map_err(|e| {
-            diag!(Warn, EpCtrl, "FI_DIWARP_IFACE: {e}");
-            Errno::NODATA
-        })?;
-        let socket = UdpSocket::bind(SocketAddr::new(ip, 0)).map_err(|e| {
-            diag!(Warn, EpCtrl, "cannot bind a UDP socket on {ip}: {e}");
-            Errno(e.raw_os_error().map_or(FI_EOTHER, |n| n as u32))
-        })?;
-        let port = socket.local_addr().map_err(|_| Errno::OTHER)?.port();
+        let ips =
+            crate::iface::resolve_rails(domain.fabric.config.iface.as_deref()).map_err(|e| {
+                diag!(Warn, EpCtrl, "FI_DIWARP_IFACE: {e}");
+                Errno::NODATA
+            })?;
+        let mut sockets = Vec::with_capacity(ips.len());
+        let mut rails = Vec::with_capacity(ips.len());
+        for ip in ips {
+            let socket = UdpSocket::bind(SocketAddr::new(ip, 0)).map_err(|e| {
+                diag!(Warn, EpCtrl, "cannot bind a UDP socket on {ip}: {e}");
+                Errno(e.raw_os_error().map_or(FI_EOTHER, |n| n as u32))
+            })?;
+            let udp_port = socket.local_addr().map_err(|_| Errno::OTHER)?.port();
+            rails.push(RailAddr {
+                ip,
+                udp_port,
+                tcp_port: 0,
+            });
+            sockets.push(socket);
+        }
+        let first = rails[0];
         let mut name = EpName {
-            ip,
-            udp_port: port,
+            ip: first.ip,
+            udp_port: first.udp_port,
             qpn: 0,
             tcp_port: 0,
-            nonce: RandomState::new().hash_one((std::process::id(), port)),
+            nonce: RandomState::new().hash_one((std::process::id(), first.udp_port)),
+            more: MoreRails::from_slice(&rails[1..]),
         };
-        // Without the second descriptor the thread still runs, on its timers alone.
-        let arrivals = socket.try_clone().ok();
-        let data = DataPath::new(socket, &domain.fabric.config, &mut name)?;
+        if !name.fits() {
+            diag!(
+                Warn,
+                EpCtrl,
+                "FI_DIWARP_IFACE: {} rails do not fit in an endpoint name ({})",
+                rails.len(),
+                NameError::TooLong
+            );
+            return Err(Errno::NODATA);
+        }
+        // Without the second descriptors the thread still runs, on its timers alone.
+        let arrivals = sockets.iter().filter_map(|s| s.try_clone().ok()).collect();
+        let data = DataPath::new(sockets, &domain.fabric.config, &mut name)?;
         diag!(Info, EpCtrl, "endpoint {name}");
         let state = State {
             bound: Bound::default(),
@@ -241,7 +264,10 @@ impl Endpoint {
         );
         self.enabled.store(true, Ordering::Release);
         // Without the thread, the endpoint still progresses whenever the application polls.
-        match Ticker::start(Arc::downgrade(self), self.arrivals.lock().take()) {
+        match Ticker::start(
+            Arc::downgrade(self),
+            std::mem::take(&mut *self.arrivals.lock()),
+        ) {
             Ok(t) => {
                 self.data.lock().set_waiter(t.waiter());
                 *self.ticker.lock() = Some(t);

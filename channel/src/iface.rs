@@ -1,11 +1,39 @@
-//! Which local IP address an endpoint binds to (`FI_DIWARP_IFACE`).
+//! Which local IP addresses an endpoint binds to (`FI_DIWARP_IFACE`): one per rail.
 
 use std::net::{IpAddr, Ipv4Addr};
 
 use nix::ifaddrs::getifaddrs;
 use nix::net::if_::InterfaceFlags;
 
-/// Resolves `FI_DIWARP_IFACE`: an IP address is taken as is, anything else names an interface
+use crate::addr::MAX_RAILS;
+
+/// Resolves `FI_DIWARP_IFACE`, a comma-separated list of rails (interfaces or addresses), in
+/// order: an endpoint's rail `i` talks to its peers' rail `i`. Unset: one rail, as [`resolve`].
+pub fn resolve_rails(iface: Option<&str>) -> Result<Vec<IpAddr>, String> {
+    let Some(list) = iface.filter(|s| s.contains(',')) else {
+        return resolve(iface).map(|ip| vec![ip]);
+    };
+    let mut ips = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(format!("{list:?}: an empty rail"));
+        }
+        let ip = resolve(Some(item))?;
+        if ips.contains(&ip) {
+            return Err(format!("{list:?}: {item} ({ip}) is listed twice"));
+        }
+        ips.push(ip);
+    }
+    if ips.len() > MAX_RAILS {
+        return Err(format!(
+            "{list:?}: {} rails, at most {MAX_RAILS}",
+            ips.len()
+        ));
+    }
+    Ok(ips)
+}
+
+/// Resolves one rail of `FI_DIWARP_IFACE`: an IP address is taken as is, anything else names an interface
 /// (its first IPv4 address, else its first IPv6 one). Unset: the first interface that is up and
 /// not loopback, so ranks on different hosts can reach each other; loopback if there is none.
 pub fn resolve(iface: Option<&str>) -> Result<IpAddr, String> {
@@ -56,5 +84,24 @@ mod tests {
         assert_eq!(resolve(Some("lo")), Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)));
         assert!(resolve(Some("no-such-if0")).is_err());
         assert!(resolve(None).is_ok());
+    }
+
+    #[test]
+    fn rails_are_listed_in_order() {
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        assert_eq!(resolve_rails(Some("lo")), Ok(vec![lo]));
+        assert_eq!(
+            resolve_rails(Some("127.0.0.2, lo")),
+            Ok(vec!["127.0.0.2".parse().unwrap(), lo])
+        );
+        for bad in [
+            "lo,",
+            "lo,127.0.0.1",
+            "lo,no-such-if0",
+            "::1,::2,::3,::4,::5",
+        ] {
+            assert!(resolve_rails(Some(bad)).is_err(), "{bad}");
+        }
+        assert_eq!(resolve_rails(None).map(|v| v.len()), Ok(1));
     }
 }

@@ -53,10 +53,8 @@ mod testutil {
 
     /// As [`domain`], with the rest of `config`.
     pub fn domain_with(config: Config) -> Arc<Domain> {
-        let config = Config {
-            iface: Some("127.0.0.1".into()),
-            ..config
-        };
+        let iface = config.iface.clone().or_else(|| Some("127.0.0.1".into()));
+        let config = Config { iface, ..config };
         let fabric = Fabric::open(FABRIC_NAME, config).unwrap();
         let v = fi_version(1, 17);
         Domain::open(&fabric, v, &offer(v)).unwrap()

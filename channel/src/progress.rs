@@ -56,18 +56,19 @@ pub struct Ticker {
 }
 
 impl Ticker {
-    /// Starts the thread for `ep`, waiting on `arrivals` (a descriptor of the endpoint's
-    /// datagram socket), if any; without it the thread runs on its timers alone.
+    /// Starts the thread for `ep`, waiting on `arrivals` (a descriptor of each of the
+    /// endpoint's datagram sockets, one per rail); without them the thread runs on its timers
+    /// alone.
     pub fn start<E: Driven>(
         ep: Weak<E>,
-        arrivals: Option<std::net::UdpSocket>,
+        arrivals: Vec<std::net::UdpSocket>,
     ) -> nix::Result<Ticker> {
         let stop = Arc::new(AtomicBool::new(false));
         let waiter = Arc::new(Waiter::new()?);
         let (flag, w) = (Arc::clone(&stop), Arc::clone(&waiter));
         let thread = std::thread::Builder::new()
             .name("diwarp-progress".into())
-            .spawn(move || run(&ep, &flag, &w, arrivals.as_ref()))
+            .spawn(move || run(&ep, &flag, &w, &arrivals))
             .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EAGAIN)))?;
         Ok(Ticker {
             stop,
@@ -93,7 +94,7 @@ fn run<E: Driven>(
     ep: &Weak<E>,
     stop: &AtomicBool,
     waiter: &Waiter,
-    arrivals: Option<&std::net::UdpSocket>,
+    arrivals: &[std::net::UdpSocket],
 ) {
     let mut seen = u64::MAX;
     // Datagrams the last progress took off the socket. A wake by an arrival after which this
@@ -128,7 +129,7 @@ fn run<E: Driven>(
         let wait = wake
             .saturating_duration_since(Instant::now())
             .max(Duration::from_micros(50));
-        if let Some(sock) = arrivals {
+        for sock in arrivals {
             // Only an error of the kernel's own keeps it from waking on arrivals: the timers
             // still run.
             let _ = waiter.watch(

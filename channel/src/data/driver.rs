@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iwarp::verbs::{
-    QpConfig, QueuePair, RdQp, SendOpcode, SendWrOwned, WcOpcode, WcStatus, WorkCompletion,
+    QpConfig, QueuePair, SendOpcode, SendWrOwned, WcOpcode, WcStatus, WorkCompletion,
 };
 
 use super::ops::{Op, Outgoing, RmaArgs, Role};
+use super::rails::RdRails;
 use super::wire::{self, DATA_HEADER};
 use super::{
     Budget, Memory, Outputs, RecvArgs, SendArgs, State, Stats, BACKLOG_MAX, CHUNK, CHUNK_WINDOW,
@@ -20,7 +21,8 @@ use crate::av::AddressVector;
 use crate::diag;
 use crate::error::{Errno, Result};
 use crate::params::Config;
-use crate::path::{self, RcPaths};
+use crate::path::stripe::Striping;
+use crate::path::{self, Rail, RcPaths};
 use crate::peer::{self, SlotId};
 use crate::sys::FI_PEEK;
 
@@ -51,10 +53,10 @@ fn listen(config: &Config, name: &mut EpName) -> Result<Option<TcpListener>> {
 /// The promotion policy's settings for this endpoint: in hybrid mode it asks for connections
 /// only while its datagrams are small enough for a connection to carry bulk data faster
 /// (`FI_DIWARP_RC_DATAGRAM_MAX`; channel/BENCHMARKS.md, "NPB per mode").
-fn promotion(config: &Config, qp: &RdQp) -> policies::promote::Config {
+fn promotion(config: &Config, rails: &RdRails) -> policies::promote::Config {
     let mut p = config.promote;
     if p.mode == policies::promote::Mode::Hybrid {
-        let size = qp.stats().max_datagram_size;
+        let size = rails.first().stats().max_datagram_size;
         p.initiate = size <= config.rc_datagram_max;
         if !p.initiate {
             diag!(
@@ -70,7 +72,10 @@ fn promotion(config: &Config, qp: &RdQp) -> policies::promote::Config {
 }
 
 pub struct DataPath {
-    qp: RdQp,
+    /// A queue pair per rail.
+    rails: RdRails,
+    /// Rendezvous data across them.
+    stripe: Striping,
     st: State,
     /// RC connections to the peers the promotion policy picks.
     paths: RcPaths<Role>,
@@ -87,9 +92,10 @@ impl std::fmt::Debug for DataPath {
 }
 
 impl DataPath {
-    /// A queue pair on `socket`; `name` gets its QP number. Messages are taken where they
-    /// arrive (the queue pair's receiver mode): no receive buffers are posted.
-    pub fn new(socket: UdpSocket, config: &Config, name: &mut EpName) -> Result<DataPath> {
+    /// A queue pair on each socket (a rail each, the first first); `name` gets their QP
+    /// number. Messages are taken where they arrive (the queue pair's receiver mode): no
+    /// receive buffers are posted.
+    pub fn new(sockets: Vec<UdpSocket>, config: &Config, name: &mut EpName) -> Result<DataPath> {
         let mut qc = QpConfig {
             max_send_wr: 4 * BACKLOG_MAX,
             max_recv_wr: 1,
@@ -104,15 +110,8 @@ impl DataPath {
             qc.rd.max_datagram_size = n;
             qc.fit_mtu = false;
         }
-        let mut qp = RdQp::create(qc).map_err(|e| {
-            diag!(Warn, EpCtrl, "cannot create the RD queue pair: {e}");
-            Errno::INVAL
-        })?;
-        qp.attach_udp(socket).map_err(|e| {
-            diag!(Warn, EpCtrl, "cannot attach the UDP socket: {e}");
-            Errno::OTHER
-        })?;
-        name.qpn = qp.qpn();
+        let rails = RdRails::open(sockets, qc)?;
+        name.qpn = rails.qpn();
         let listener = listen(config, name)?;
         let eager = config.eager_size.min(EAGER_MAX);
         let rc = QpConfig {
@@ -124,7 +123,7 @@ impl DataPath {
             ..QpConfig::default()
         };
         let paths = RcPaths::new(
-            promotion(config, &qp),
+            promotion(config, &rails),
             rc,
             *name,
             listener,
@@ -139,9 +138,11 @@ impl DataPath {
             Instant::now(),
         );
         st.count_traffic = paths.enabled();
+        st.peers.set_rails(rails.len());
         Ok(DataPath {
             paths,
-            qp,
+            stripe: Striping::new(rails.len()),
+            rails,
             st,
             wcs: Vec::with_capacity(POLL_BATCH),
             #[cfg(test)]
@@ -202,7 +203,7 @@ impl DataPath {
         // freed at once).
         let full = |d: &DataPath| {
             d.st.tx.backlog.len() >= BACKLOG_MAX
-                || d.st.tx.bufs.lent_bytes() + d.qp.copied_bytes() >= d.st.cfg.budget.copies
+                || d.st.tx.bufs.lent_bytes() + d.rails.copied_bytes() >= d.st.cfg.budget.copies
         };
         if full(self) {
             self.progress();
@@ -250,32 +251,57 @@ impl DataPath {
         self.st.cancel(context)
     }
 
-    fn can_post(&self, o: &Outgoing) -> bool {
+    /// The rail `o` leaves on if it can leave now: its peer's home rail, or for a chunk of
+    /// rendezvous data the striping's pick among the rails with room.
+    fn rail_for(&mut self, o: &Outgoing) -> Option<Rail> {
         let chunk = matches!(o, Outgoing::Chunk { .. } | Outgoing::Served { .. });
-        self.qp.send_queue_space() > 0 && !(chunk && self.st.tx.chunks_inflight >= CHUNK_WINDOW)
+        if chunk && self.st.tx.chunks_inflight >= CHUNK_WINDOW {
+            return None;
+        }
+        let to = match *o {
+            Outgoing::Message { to, .. }
+            | Outgoing::Served { to, .. }
+            | Outgoing::Again { to, .. } => to,
+            Outgoing::Chunk { send, recv_id, .. } => {
+                // A send failed meanwhile: posting drops its chunk, on any rail.
+                let Some(s) = self.st.tx.sends.get(&send) else {
+                    return Some(Rail(0));
+                };
+                // Data the receiver asked for is placed by offset on arrival, whatever rail
+                // carried it; a push or an RMA write is handled in its turn, so it keeps to
+                // the home rail behind what came before it.
+                if recv_id.is_some() && !matches!(s.op, Op::Write { .. }) {
+                    let usable = self.st.peers.rails_to(s.to);
+                    return self.stripe.pick(usable, |r| self.rails.has_room(r));
+                }
+                s.to
+            }
+        };
+        let home = self.st.peers.home_rail(to);
+        self.rails.has_room(home).then_some(home)
     }
 
     fn flush_backlog(&mut self) {
         let mut posted = false;
-        while let Some(o) = self.st.tx.backlog.front() {
-            if !self.can_post(o) {
+        while let Some(o) = self.st.tx.backlog.pop_front() {
+            let Some(rail) = self.rail_for(&o) else {
+                self.st.tx.backlog.push_front(o);
                 break;
-            }
+            };
             if !posted {
                 // A rendezvous request and its pushed chunks leave together: one system call,
                 // and one prompt ACK asked for the lot rather than one per chunk.
-                self.qp.cork();
+                self.rails.cork();
                 posted = true;
             }
-            let o = self.st.tx.backlog.pop_front().expect("front exists");
-            self.post(o);
+            self.post(o, rail);
         }
         if posted {
-            self.qp.uncork();
+            self.rails.uncork();
         }
     }
 
-    fn post(&mut self, o: Outgoing) {
+    fn post(&mut self, o: Outgoing, rail: Rail) {
         // The rest of a served read, queued again once its chunk is posted.
         let mut rest = None;
         // `prefix` goes in front of `bytes` on the wire; non-empty only for a lent chunk.
@@ -286,7 +312,7 @@ impl DataPath {
                 data,
                 role,
             } => {
-                self.post_rd(to, data, &head, role, None);
+                self.post_rd(to, data, &head, role, None, rail);
                 return;
             }
             Outgoing::Message { to, bytes, role } => (to, bytes, Vec::new(), role),
@@ -390,11 +416,11 @@ impl DataPath {
                 // The connection broke: RD takes the message, with a number of its own.
                 Err((bytes, role)) => {
                     self.st.peers.unstamp(to);
-                    return self.post_stamped_rd(to, bytes, &prefix, role, rest);
+                    return self.post_stamped_rd(to, bytes, &prefix, role, rest, rail);
                 }
             }
         }
-        self.post_stamped_rd(to, bytes, &prefix, role, rest)
+        self.post_stamped_rd(to, bytes, &prefix, role, rest, rail)
     }
 
     /// Posts over RD behind the next per-peer header and `prefix`.
@@ -405,18 +431,19 @@ impl DataPath {
         prefix: &[u8],
         role: Role,
         rest: Option<Outgoing>,
+        rail: Rail,
     ) {
         // The per-peer header goes first, numbered now that the message leaves in this order.
         let mut head = [0u8; peer::HEADER + wire::WRITE_HEADER];
         head[..peer::HEADER].copy_from_slice(&self.st.peers.stamp(slot, false).encode());
         let head_len = peer::HEADER + prefix.len();
         head[peer::HEADER..head_len].copy_from_slice(prefix);
-        if !self.post_rd(slot, bytes, &head[..head_len], role, rest) {
+        if !self.post_rd(slot, bytes, &head[..head_len], role, rest, rail) {
             self.st.peers.unstamp(slot);
         }
     }
 
-    /// Posts `head` and `bytes` over RD; whether the queue pair took it.
+    /// Posts `head` and `bytes` over RD on `rail`; whether the queue pair took it.
     fn post_rd(
         &mut self,
         to: SlotId,
@@ -424,6 +451,7 @@ impl DataPath {
         head: &[u8],
         role: Role,
         rest: Option<Outgoing>,
+        rail: Rail,
     ) -> bool {
         // An inject's completion was reported when it was copied, and its failure has nobody
         // to tell: unsignaled, so the queue pair does not hurry the peer's ACK for it. An RTS
@@ -432,8 +460,9 @@ impl DataPath {
             Some(id) => (id, false),
             None => (self.st.id(), !matches!(role, Role::Free)),
         };
-        let Some(ah) = self.st.peers.rd_route(to) else {
-            // Neither its name nor a message of its gave its queue pair.
+        let Some(ah) = self.st.peers.rd_route(to, rail) else {
+            // Neither its name nor a message of its gave its queue pair (or the rail's
+            // address).
             diag!(
                 Warn,
                 EpData,
@@ -450,10 +479,13 @@ impl DataPath {
             ah: Some(ah),
             signaled,
         };
-        match self.qp.post_send_prefixed(wr, head) {
+        match self.rails.qp(rail).post_send_prefixed(wr, head) {
             Ok(()) => {
                 if signaled {
                     self.st.tx.roles.insert(wr_id, role);
+                }
+                if matches!(role, Role::Chunk { .. }) {
+                    self.stripe.sent(rail, self.st.now);
                 }
                 self.posted(role, rest);
                 true
@@ -486,29 +518,39 @@ impl DataPath {
     pub fn progress(&mut self) {
         self.flush_backlog();
         let mut wcs = std::mem::take(&mut self.wcs);
-        loop {
-            wcs.clear();
-            self.st.now = Instant::now();
-            let n = match self.qp.poll_cq_with(&mut self.st, &mut wcs, POLL_BATCH) {
-                Ok(n) => n,
-                Err(e) => {
-                    diag!(Warn, EpData, "queue pair failed: {e}");
-                    0
-                }
-            };
-            self.note_heard();
-            for wc in wcs.drain(..) {
-                if wc.opcode == WcOpcode::Send {
-                    let role = Role::from_quiet_id(wc.wr_id)
-                        .or_else(|| self.st.tx.roles.remove(&wc.wr_id));
-                    if let Some(role) = role {
-                        self.st.send_part_done(role, wc.status == WcStatus::Success);
+        for r in 0..self.rails.len() {
+            let rail = Rail(r as u8);
+            loop {
+                wcs.clear();
+                self.st.now = Instant::now();
+                let n = match self
+                    .rails
+                    .qp(rail)
+                    .poll_cq_with(&mut self.st, &mut wcs, POLL_BATCH)
+                {
+                    Ok(n) => n,
+                    Err(e) => {
+                        diag!(Warn, EpData, "queue pair of rail {r} failed: {e}");
+                        0
+                    }
+                };
+                self.note_heard();
+                for wc in wcs.drain(..) {
+                    if wc.opcode == WcOpcode::Send {
+                        let role = Role::from_quiet_id(wc.wr_id)
+                            .or_else(|| self.st.tx.roles.remove(&wc.wr_id));
+                        if let Some(role) = role {
+                            if matches!(role, Role::Chunk { .. }) {
+                                self.stripe.done(rail, self.st.now);
+                            }
+                            self.st.send_part_done(role, wc.status == WcStatus::Success);
+                        }
                     }
                 }
-            }
-            self.flush_backlog();
-            if n < POLL_BATCH {
-                break;
+                self.flush_backlog();
+                if n < POLL_BATCH {
+                    break;
+                }
             }
         }
         self.wcs = wcs;
@@ -604,35 +646,45 @@ impl DataPath {
     pub fn idle(&self) -> bool {
         // The queue pair counts every send posted until its completion is polled, unsignaled
         // injects included; a send with a role in `roles` is one of them.
-        self.st.tx.backlog.is_empty() && self.qp.sends_outstanding() == 0 && self.paths.settled()
+        self.st.tx.backlog.is_empty() && self.rails.sends_outstanding() == 0 && self.paths.settled()
     }
 
-    /// The queue pair's transport counters (datagrams, retransmissions, drops).
+    /// The queue pairs' transport counters (datagrams, retransmissions, drops), summed over
+    /// the rails.
     pub fn rd_stats(&self) -> iwarp::verbs::RdStats {
-        self.qp.stats()
+        self.rails.stats()
+    }
+
+    /// Each rail's transport counters, and what the striping sent over it.
+    pub fn rail_stats(&self) -> Vec<(iwarp::verbs::RdStats, path::stripe::LaneStats)> {
+        self.rails
+            .stats_by_rail()
+            .into_iter()
+            .zip(self.stripe.stats())
+            .collect()
     }
 
     /// The fault layer's counters, when it is on.
     pub fn fault_stats(&self) -> Option<iwarp::verbs::FaultStats> {
-        self.qp.fault_stats()
+        self.rails.fault_stats()
     }
 
     /// Sends the ACKs owed now: the caller stops polling for a while.
     pub fn flush_acks(&mut self) {
-        self.qp.flush_acks();
+        self.rails.flush_acks();
         self.paths.send_owed_acks(&mut self.st.peers);
     }
 
     /// Datagrams read off the socket so far.
     pub fn datagrams_read(&self) -> u64 {
-        self.qp.datagrams_read()
+        self.rails.datagrams_read()
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
         // An acknowledgement owed is due now (the next pass sends it).
         let owed = self.st.peers.owing().then(Instant::now);
         let rc = self.paths.next_deadline().into_iter().chain(owed).min();
-        self.qp.next_deadline().into_iter().chain(rc).min()
+        self.rails.next_deadline().into_iter().chain(rc).min()
     }
 
     /// Handles `payload` as if a message from `src` had come off the queue pair, behind the
@@ -696,7 +748,9 @@ impl DataPath {
     #[cfg(test)]
     pub fn inject(&mut self, data: &[u8], src: std::net::SocketAddr) {
         self.st.now = Instant::now();
-        self.qp.inject_datagram_with(&mut self.st, data, src);
+        self.rails
+            .first_mut()
+            .inject_datagram_with(&mut self.st, data, src);
         self.note_heard();
         self.flush_backlog();
     }
@@ -706,7 +760,7 @@ impl DataPath {
     /// is their sum).
     #[cfg(test)]
     pub fn peer_layers(&self) -> [(&'static str, usize); 4] {
-        let qp = self.qp.memory();
+        let qp = self.rails.memory();
         [
             ("peer table", self.st.peers.memory()),
             ("promotion policy", self.paths.policy_memory()),
@@ -718,12 +772,12 @@ impl DataPath {
     /// From now on what the queue pair sends is kept for [`DataPath::take_sent`] instead.
     #[cfg(test)]
     pub fn null_link(&mut self) {
-        self.qp.null_link();
+        self.rails.first_mut().null_link();
     }
 
     #[cfg(test)]
     pub fn take_sent(&mut self) -> Vec<(std::net::SocketAddr, Vec<u8>)> {
-        self.qp.take_sent()
+        self.rails.first_mut().take_sent()
     }
 
     /// Breaks every RC connection, as a reset would.
@@ -758,7 +812,7 @@ impl DataPath {
             })
             .sum();
         Memory {
-            queue_pair: self.qp.memory(),
+            queue_pair: self.rails.memory(),
             unexpected: st.rx.matcher.account().current(),
             unexpected_peak: st.rx.matcher.account().peak(),
             held_pushes: st.rx.parked.memory(),
@@ -775,7 +829,7 @@ impl DataPath {
             matching: st.rx.matcher.structure_bytes(),
             send_buffers: st.tx.bufs.spare_bytes() + st.tx.bufs.slack_bytes(),
             completions: self.wcs.capacity() * std::mem::size_of::<WorkCompletion>()
-                + self.qp.work_queue_bytes(),
+                + self.rails.work_queue_bytes(),
             lent: st.tx.lent,
             peers: st.peers.memory() + self.paths.policy_memory(),
             connections: self.paths.memory(),
@@ -785,7 +839,7 @@ impl DataPath {
 
     /// The sockets the queue pair holds, for reading back the kernel's share.
     pub fn sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
-        let mut v = self.qp.sockets();
+        let mut v = self.rails.sockets();
         v.extend(self.paths.sockets());
         v
     }

@@ -24,6 +24,7 @@ mod driver;
 mod multi;
 mod ops;
 mod push;
+mod rails;
 mod receiver;
 mod recv;
 mod rma;
@@ -451,6 +452,8 @@ mod multi_tests;
 mod path_tests;
 #[cfg(test)]
 mod push_tests;
+#[cfg(test)]
+mod rails_tests;
 #[cfg(test)]
 mod rma_tests;
 #[cfg(test)]

@@ -173,12 +173,29 @@ impl State {
             return PeerId(h);
         }
         let addr = self.peers.addr(from);
-        match matcher_id(self.av.as_ref().and_then(|av| av.handle_of(addr))) {
+        let handle = self.av.as_ref().and_then(|av| av.handle_of(addr));
+        match matcher_id(handle) {
             Some(p) => {
                 self.peers.set_label(from, p.0);
+                self.learn_rails(from, p.0);
                 p
             }
             None => UNKNOWN_PEER,
+        }
+    }
+
+    /// With several rails, a sender's name says where its other rails' datagrams come from;
+    /// learning it from the AV the first time it is heard lets our messages say we know it
+    /// (`peer::header::NAMED`), so it may use them, even if we never send to it first.
+    fn learn_rails(&mut self, from: SlotId, handle: u32) {
+        if self.peers.rails() == 1 || self.peers.name(from).is_some() {
+            return;
+        }
+        let Some(Ok(name)) = self.av.as_ref().map(|av| av.lookup(u64::from(handle))) else {
+            return;
+        };
+        if name.udp_addr() == self.peers.addr(from) {
+            self.peers.learn(&name);
         }
     }
 

@@ -60,6 +60,7 @@ pub(super) fn name(i: usize, qpn: u32) -> EpName {
         qpn,
         tcp_port: 0,
         nonce: 0x5eed_0000_0000 + i as u64,
+        more: crate::addr::MoreRails::NONE,
     }
 }
 

@@ -80,6 +80,7 @@ mod tests {
             qpn: 1,
             tcp_port: 9,
             nonce: 5,
+            more: crate::addr::MoreRails::NONE,
         };
         let (a, b) = (name(1), name(2));
         assert!(initiator_wins(&a, &b) != initiator_wins(&b, &a));

@@ -19,6 +19,7 @@ pub mod set;
 mod setup;
 #[cfg(test)]
 mod setup_tests;
+pub mod stripe;
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
@@ -272,7 +273,10 @@ impl<R> RcPaths<R> {
             return None;
         }
         let conns = &self.conns;
-        match peers.paths(slot).route(|c| conns[c.0 as usize].open())? {
+        match peers
+            .paths(slot)
+            .route(Rail(0), |c| conns[c.0 as usize].open())?
+        {
             Route::Rc(c) => Some(&mut self.conns[c.0 as usize]),
             Route::Rd(_) => None,
         }

@@ -86,6 +86,7 @@ fn side(nonce: u64) -> (Side, EpName) {
         qpn: 1,
         tcp_port: listener.local_addr().unwrap().port(),
         nonce,
+        more: crate::addr::MoreRails::NONE,
     };
     let promote = Promote {
         mode: Mode::Rc,

@@ -11,7 +11,8 @@
 //! to 32 bits: a message for another incarnation of the receiver is dropped, and a new epoch
 //! from a sender starts its sequence afresh. `ACK_NOW` asks the receiver to acknowledge
 //! without waiting for a message of its own to carry it; an `ACK_ONLY` message carries nothing
-//! else, is not numbered, and has no body. Integers are little-endian.
+//! else, is not numbered, and has no body; `NAMED` says the sender knows the receiver's name,
+//! so the receiver may use every rail they share. Integers are little-endian.
 //!
 //! [`Packet`] is a view over a buffer and [`Repr`] the parsed form, as in smoltcp and
 //! `reliability::header`.
@@ -23,7 +24,11 @@ pub const LEN: usize = 20;
 pub const ACK_NOW: u8 = 1;
 /// An acknowledgement alone.
 pub const ACK_ONLY: u8 = 2;
-const KNOWN_FLAGS: u8 = ACK_NOW | ACK_ONLY;
+/// The sender knows the receiver's name, every rail of it: the receiver may send to it over
+/// any rail they share (a peer that has not named us could not tell our other rails' datagrams
+/// from a stranger's).
+pub const NAMED: u8 = 4;
+const KNOWN_FLAGS: u8 = ACK_NOW | ACK_ONLY | NAMED;
 
 mod field {
     use core::ops::Range;
@@ -240,7 +245,7 @@ mod tests {
         assert_eq!(split(&b), Ok((h, &b"body"[..])));
         assert_eq!(split(&b[..LEN - 1]), Err(HeaderError::Truncated));
         assert_eq!(split(&b[..LEN]), Ok((h, &b""[..])));
-        for (at, bad) in [(0, 4), (1, 1), (3, 1)] {
+        for (at, bad) in [(0, 8), (0, 0x80), (1, 1), (3, 1)] {
             let mut c = b.clone();
             c[at] |= bad;
             assert_eq!(split(&c), Err(HeaderError::Reserved), "byte {at}");

@@ -27,8 +27,8 @@ pub mod order;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::addr::EpName;
-use crate::hash::Index;
+use crate::addr::{EpName, MoreRails};
+use crate::hash::{map_bytes, Index, Map};
 use crate::matching::PeerId;
 use crate::path::set::{PathSet, Rail};
 pub use header::{Repr as PeerHeader, LEN as HEADER};
@@ -101,6 +101,11 @@ const EPOCH: u8 = 2;
 const OWED: u8 = 4;
 /// `Slot::flags`: it is in the list of peers owed one (`PeerTable::owing`).
 const LISTED: u8 = 8;
+/// `Slot::flags`: it said it knows our name (every rail of ours is known to it), so our
+/// datagrams may reach it over any rail we share.
+const KNOWS_US: u8 = 16;
+/// `Slot::flags`: its name has rails we keep beside the slots (`PeerTable::more`).
+const MULTI: u8 = 32;
 
 /// A slot's handle not looked up (or too large to keep).
 const NO_HANDLE: u32 = u32::MAX;
@@ -161,6 +166,12 @@ pub struct PeerTable {
     owing: Vec<SlotId>,
     /// Slots with a stand-in id.
     stand_ins: usize,
+    /// Our endpoint's rails.
+    rails: u8,
+    /// The rails after the first of the named peers that have several (while we have several
+    /// too), and the ingress lookup for their addresses: a one-rail job keeps both empty.
+    more: Map<u32, MoreRails>,
+    by_rail: Map<SocketAddr, u32>,
     pub stats: PeerStats,
 }
 
@@ -181,8 +192,21 @@ impl PeerTable {
             by_handle: Vec::new(),
             owing: Vec::new(),
             stand_ins: 0,
+            rails: 1,
+            more: Map::default(),
+            by_rail: Map::default(),
             stats: PeerStats::default(),
         }
+    }
+
+    /// Our endpoint has `n` rails (1 by default).
+    pub fn set_rails(&mut self, n: usize) {
+        self.rails = u8::try_from(n.max(1)).expect("a few rails");
+    }
+
+    /// Our endpoint's rails.
+    pub fn rails(&self) -> usize {
+        usize::from(self.rails)
     }
 
     /// The slot of the peer at `addr`, a new one at first contact.
@@ -209,11 +233,12 @@ impl PeerTable {
         SlotId(at)
     }
 
-    /// The slot of the peer at `addr`, if it has one.
+    /// The slot of the peer at `addr` (on any rail), if it has one.
     pub fn find(&self, addr: SocketAddr) -> Option<SlotId> {
         let slots = &self.slots;
         self.by_addr
             .find(&addr, |i| slots[i as usize].addr)
+            .or_else(|| self.by_rail.get(&addr).copied())
             .map(SlotId)
     }
 
@@ -239,7 +264,15 @@ impl PeerTable {
             qpn: s.name_qpn,
             tcp_port: s.tcp_port,
             nonce: s.nonce,
+            more: self.more_rails(id),
         })
+    }
+
+    fn more_rails(&self, id: SlotId) -> MoreRails {
+        if self.at(id).flags & MULTI == 0 {
+            return MoreRails::NONE;
+        }
+        self.more.get(&id.0).copied().unwrap_or(MoreRails::NONE)
     }
 
     /// A peer's full name, from the address vector: what connecting to it needs.
@@ -248,8 +281,61 @@ impl PeerTable {
         let s = self.at_mut(id);
         (s.nonce, s.name_qpn, s.tcp_port) = (name.nonce, name.qpn, name.tcp_port);
         s.flags |= NAMED;
-        s.paths.set_rd(Rail(0), name.qpn);
+        s.paths.set_qpn(name.qpn);
+        // Rails only one side has are never used: a one-rail endpoint keeps none of a peer's.
+        let more = if self.rails > 1 {
+            name.more
+        } else {
+            MoreRails::NONE
+        };
+        if more != self.more_rails(id) {
+            self.set_more(id, more);
+        }
         id
+    }
+
+    /// Slot `id`'s peer has rails `more` after its first: the ingress lookup follows.
+    fn set_more(&mut self, id: SlotId, more: MoreRails) {
+        for r in self.more_rails(id).iter() {
+            if self.by_rail.get(&r.udp_addr()) == Some(&id.0) {
+                self.by_rail.remove(&r.udp_addr());
+            }
+        }
+        let s = &mut self.slots[id.0 as usize];
+        if more.is_empty() {
+            s.flags &= !MULTI;
+            self.more.remove(&id.0);
+            return;
+        }
+        s.flags |= MULTI;
+        for r in more.iter() {
+            self.by_rail.insert(r.udp_addr(), id.0);
+        }
+        self.more.insert(id.0, more);
+    }
+
+    /// The rails our datagrams to slot `id`'s peer may take: the first, and those we both
+    /// have once it said it knows our name (before, it could not tell whose they are).
+    pub fn rails_to(&self, id: SlotId) -> usize {
+        let s = self.at(id);
+        if self.rails == 1 || s.flags & (MULTI | KNOWS_US) != MULTI | KNOWS_US {
+            return 1;
+        }
+        let theirs = 1 + self.more_rails(id).iter().count();
+        theirs.min(self.rails())
+    }
+
+    /// The rail for slot `id`'s messages (all but rendezvous data, which is striped): the same
+    /// at both ends of a pair, and spread over the rails across pairs, so that each rail
+    /// carries a share of a rank's peers.
+    pub fn home_rail(&self, id: SlotId) -> Rail {
+        let n = self.rails_to(id);
+        if n == 1 {
+            return Rail(0);
+        }
+        let s = self.at(id);
+        let pair = (self.epoch ^ s.seq.epoch).wrapping_mul(0x9e37_79b1) >> 16;
+        Rail((pair % n as u32) as u8)
     }
 
     /// The slot of the address vector's handle `h`, if it was bound ([`PeerTable::bind`])
@@ -259,16 +345,25 @@ impl PeerTable {
         (s != NO_HANDLE && u64::from(self.slots[s as usize].handle) == h).then_some(SlotId(s))
     }
 
-    /// The RD route to slot `id`'s peer on the first rail: its address and queue pair.
-    pub fn rd_route(&self, id: SlotId) -> Option<AddressHandle> {
+    /// The RD route to slot `id`'s peer on `rail`: its address there and its queue pair.
+    pub fn rd_route(&self, id: SlotId, rail: Rail) -> Option<AddressHandle> {
         let s = self.at(id);
-        let qpn = s.paths.rd(Rail(0))?;
-        Some(AddressHandle::new(s.addr, qpn))
+        let qpn = s.paths.qpn()?;
+        let addr = match rail.0 {
+            0 => s.addr,
+            r => self
+                .more_rails(id)
+                .0
+                .get(usize::from(r) - 1)
+                .copied()??
+                .udp_addr(),
+        };
+        Some(AddressHandle::new(addr, qpn))
     }
 
-    /// Slot `id`'s peer sent from queue pair `qpn` (on the first rail).
+    /// Slot `id`'s peer sent from queue pair `qpn`.
     pub fn heard_qpn(&mut self, id: SlotId, qpn: u32) {
-        self.at_mut(id).paths.set_rd(Rail(0), qpn);
+        self.at_mut(id).paths.set_qpn(qpn);
     }
 
     /// Handle `h` of the address vector names `name`: its peer's slot learns it, and the
@@ -376,7 +471,8 @@ impl PeerTable {
             self.reorder_bytes -= s.seq.rx.memory();
             s.seq = Peer::new();
             s.seq.epoch = epoch;
-            s.flags = (s.flags & !(OWED | LISTED)) | EPOCH;
+            // A new incarnation has yet to learn our name.
+            s.flags = (s.flags & !(OWED | LISTED | KNOWS_US)) | EPOCH;
         }
         s
     }
@@ -397,7 +493,7 @@ impl PeerTable {
         s.seq.tx_next = seq.wrapping_add(1);
         s.flags &= !OWED;
         PeerHeader {
-            flags: if ack_now { header::ACK_NOW } else { 0 },
+            flags: if ack_now { header::ACK_NOW } else { 0 } | s.named_flag(),
             seq,
             ack: s.seq.rx.last(),
             src_epoch: epoch,
@@ -418,7 +514,7 @@ impl PeerTable {
         s.flags &= !OWED;
         self.stats.acks_sent += 1;
         PeerHeader {
-            flags: header::ACK_ONLY | if ack_now { header::ACK_NOW } else { 0 },
+            flags: header::ACK_ONLY | if ack_now { header::ACK_NOW } else { 0 } | s.named_flag(),
             seq: 0,
             ack: s.seq.rx.last(),
             src_epoch: epoch,
@@ -465,6 +561,9 @@ impl PeerTable {
             return (Verdict::Dropped, h.seq, body);
         }
         let s = self.meet(id, h.src_epoch);
+        if h.flags & header::NAMED != 0 {
+            s.flags |= KNOWS_US;
+        }
         let peer = &mut s.seq;
         if covers(h.ack, peer.acked) && covers(peer.tx_next.wrapping_sub(1), h.ack) {
             peer.acked = h.ack;
@@ -548,10 +647,21 @@ impl PeerTable {
             + self.by_handle.capacity() * std::mem::size_of::<u32>()
             + self.owing.capacity() * std::mem::size_of::<SlotId>()
             + self.reorder_bytes
+            + map_bytes(&self.more)
+            + map_bytes(&self.by_rail)
     }
 }
 
 impl Slot {
+    /// [`header::NAMED`] if we know its name: it may then send to us over any rail.
+    fn named_flag(&self) -> u8 {
+        if self.flags & NAMED != 0 {
+            header::NAMED
+        } else {
+            0
+        }
+    }
+
     /// The epoch our messages to it carry: 0 while unknown, which it drops as stale.
     fn dst_epoch(&self) -> u32 {
         if self.flags & EPOCH != 0 {
@@ -665,6 +775,70 @@ mod tests {
         assert_eq!(b.take_owing(), vec![]);
     }
 
+    fn two_rails(port: u16, nonce: u64) -> EpName {
+        EpName {
+            ip: "127.0.0.1".parse().unwrap(),
+            udp_port: port,
+            qpn: 3,
+            tcp_port: 0,
+            nonce,
+            more: MoreRails::from_slice(&[crate::addr::RailAddr {
+                ip: "127.0.0.2".parse().unwrap(),
+                udp_port: port + 1,
+                tcp_port: 0,
+            }]),
+        }
+    }
+
+    /// A peer's second rail is used once it said it knows our name, reached at its address
+    /// there, which finds its slot at ingress; a new incarnation starts on the first rail
+    /// again; both ends of a pair pick one home rail, and pairs spread over the rails.
+    #[test]
+    fn rails_are_used_once_the_peer_knows_us_and_pairs_spread_over_them() {
+        let (na, nb) = (two_rails(10, 100), two_rails(20, 200));
+        let (mut a, mut b) = (PeerTable::new(na.nonce), PeerTable::new(nb.nonce));
+        let ab = a.bind(0, &nb);
+        assert_eq!(a.rails_to(ab), 1, "one rail of ours");
+        a.set_rails(2);
+        b.set_rails(2);
+        let ab = a.bind(0, &nb);
+        let ba = b.bind(0, &na);
+        a.know(ab, nb.nonce);
+        b.know(ba, na.nonce);
+        assert_eq!(a.find(nb.rail(1).unwrap().udp_addr()), Some(ab));
+        assert_eq!(a.rails_to(ab), 1, "B has not said it knows A");
+        assert_eq!(a.home_rail(ab), Rail(0));
+        assert_eq!(a.arrive(ab, &b.stamp(ba, false).encode()).0, Verdict::Now);
+        a.handed(ab);
+        assert_eq!(a.rails_to(ab), 2);
+        b.arrive(ba, &a.stamp(ab, false).encode());
+        assert_eq!(a.home_rail(ab), b.home_rail(ba), "one home rail per pair");
+        let route = a.rd_route(ab, Rail(1)).unwrap();
+        assert_eq!((route.addr, route.qpn), (nb.rail(1).unwrap().udp_addr(), 3));
+        assert_eq!(a.name(ab), Some(nb));
+        // B restarts: its new incarnation has yet to learn A's name.
+        let mut b2 = PeerTable::new(201);
+        let b2a = b2.slot(na.udp_addr());
+        b2.know(b2a, na.nonce);
+        a.arrive(ab, &b2.stamp(b2a, false).encode());
+        assert_eq!(a.rails_to(ab), 1);
+        // Pairs spread: of 256 peers, each rail is home to some.
+        let homes = (0..256u64)
+            .filter(|&i| {
+                let n = two_rails(1000 + 2 * i as u16, 7000 + i);
+                let mut p = PeerTable::new(n.nonce);
+                p.set_rails(2);
+                let id = p.bind(0, &na);
+                p.know(id, na.nonce);
+                let mut h = a.stamp(ab, false);
+                h.dst_epoch = header::epoch(n.nonce);
+                p.arrive(id, &h.encode());
+                p.home_rail(id) == Rail(1)
+            })
+            .count();
+        assert!((80..=176).contains(&homes), "{homes} of 256 on rail 1");
+    }
+
     /// Handles find their peer's slot; two handles of one peer (a restart on the same
     /// address) share its slot, and only the one bound last finds it; nothing survives
     /// `forget_handles`.
@@ -677,6 +851,7 @@ mod tests {
             qpn: 1,
             tcp_port: 0,
             nonce,
+            more: MoreRails::NONE,
         };
         let other = t.slot(addr(9));
         assert_eq!(t.of_handle(3), None);

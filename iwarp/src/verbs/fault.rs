@@ -196,6 +196,18 @@ pub struct FaultStats {
     pub corrupted: u64,
 }
 
+/// Several queue pairs' fault layers as one.
+impl std::ops::AddAssign for FaultStats {
+    fn add_assign(&mut self, o: FaultStats) {
+        self.datagrams += o.datagrams;
+        self.dropped += o.dropped;
+        self.duplicated += o.duplicated;
+        self.reordered += o.reordered;
+        self.delayed += o.delayed;
+        self.corrupted += o.corrupted;
+    }
+}
+
 fn gather(iov: &[IoSlice<'_>]) -> Vec<u8> {
     let mut v = Vec::with_capacity(iov.iter().map(|s| s.len()).sum());
     for s in iov {

@@ -132,6 +132,10 @@ pub struct QpConfig {
     /// datagram); later peers share the queue pair's socket. 0: every peer shares it. Not
     /// used with faults on, which hook the shared socket.
     pub connected_peers: usize,
+    /// The queue pair number to take: queue pairs each on a socket of its own (an endpoint's
+    /// rails) may share one, since datagrams are told apart by socket first. `None`: a
+    /// process-unique one.
+    pub qpn: Option<u32>,
 }
 
 /// The largest [`QpConfig::max_ulpdu`]: an MPA ULPDU is at most 65535 bytes, 18 of which are the
@@ -160,6 +164,7 @@ impl Default for QpConfig {
             },
             fit_mtu: true,
             connected_peers: 64,
+            qpn: None,
         }
     }
 }

@@ -76,7 +76,7 @@ impl QpCore {
     /// A core in Init; the QP number is only taken once the attributes are known good.
     pub(super) fn new(config: QpConfig) -> QpCore {
         QpCore {
-            qpn: next_qpn(),
+            qpn: config.qpn.unwrap_or_else(next_qpn),
             state: QpState::Init,
             queues: WorkQueues::new(config.max_send_wr, config.max_recv_wr),
             config,

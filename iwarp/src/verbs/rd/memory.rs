@@ -40,6 +40,23 @@ pub struct RdMemory {
     pub peer_entries: usize,
 }
 
+/// Several queue pairs' bytes as one (an endpoint's rails).
+impl std::ops::AddAssign for RdMemory {
+    fn add_assign(&mut self, o: RdMemory) {
+        self.peers += o.peers;
+        self.peer_state += o.peer_state;
+        self.send_queue += o.send_queue;
+        self.retransmit += o.retransmit;
+        self.receive_ring += o.receive_ring;
+        self.staged += o.staged;
+        self.pool += o.pool;
+        self.engine += o.engine;
+        self.faults += o.faults;
+        self.active_peers += o.active_peers;
+        self.peer_entries += o.peer_entries;
+    }
+}
+
 impl RdMemory {
     pub fn total(&self) -> usize {
         self.peer_state

@@ -120,6 +120,58 @@ impl RdStats {
     }
 }
 
+/// Several queue pairs' counters as one (an endpoint's rails): sums, the largest RTT, and the
+/// smallest datagram any of them cuts.
+impl std::ops::AddAssign for RdStats {
+    fn add_assign(&mut self, o: RdStats) {
+        self.datagrams_sent += o.datagrams_sent;
+        self.datagrams_received += o.datagrams_received;
+        self.datagrams_read += o.datagrams_read;
+        self.data_sent += o.data_sent;
+        self.retransmits += o.retransmits;
+        self.spurious_retransmits += o.spurious_retransmits;
+        self.lost_acks += o.lost_acks;
+        self.timeouts += o.timeouts;
+        self.tail_probes += o.tail_probes;
+        self.duplicates += o.duplicates;
+        self.out_of_order += o.out_of_order;
+        self.dropped += o.dropped;
+        self.dropped_checksum += o.dropped_checksum;
+        self.acks_sent += o.acks_sent;
+        self.window_full += o.window_full;
+        self.would_block += o.would_block;
+        self.messages_acked += o.messages_acked;
+        self.messages_delivered += o.messages_delivered;
+        self.peers += o.peers;
+        self.connected_peers += o.connected_peers;
+        self.crc_peers += o.crc_peers;
+        self.dormant_peers += o.dormant_peers;
+        self.sessions_open += o.sessions_open;
+        self.sessions_frozen += o.sessions_frozen;
+        self.sessions_resumed += o.sessions_resumed;
+        self.control_sent += o.control_sent;
+        self.control_received += o.control_received;
+        self.dropped_control += o.dropped_control;
+        self.dropped_malformed += o.dropped_malformed;
+        self.dropped_unknown_session += o.dropped_unknown_session;
+        self.handshake_failures += o.handshake_failures;
+        self.peer_failures += o.peer_failures;
+        self.parked += o.parked;
+        self.refused += o.refused;
+        self.stashed += o.stashed;
+        self.protocol_errors += o.protocol_errors;
+        self.send_errors += o.send_errors;
+        self.connected_sends += o.connected_sends;
+        self.gso_sends += o.gso_sends;
+        self.gro_runs += o.gro_runs;
+        self.srtt = self.srtt.max(o.srtt);
+        self.max_datagram_size = match (self.max_datagram_size, o.max_datagram_size) {
+            (0, n) | (n, 0) => n,
+            (a, b) => a.min(b),
+        };
+    }
+}
+
 fn micros<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
     serde::Serialize::serialize(&d.map(|d| d.as_micros() as u64), s)
 }
