@@ -19,7 +19,7 @@ use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
 use crate::info::{negotiate, Info, RX_OP_FLAGS, TX_OP_FLAGS};
-use crate::memory::report::{Counters, Heap, Report, SCHEMA};
+use crate::memory::report::{Counters, Heap, RailCounters, Report, SCHEMA};
 use crate::memory::{self, Shared, Watch};
 use crate::progress::{Driven, Ticker, TICK};
 use crate::sys::*;
@@ -490,6 +490,19 @@ impl Endpoint {
                 queue_pair: d.rd_stats(),
                 faults: d.fault_stats(),
                 progress_wakes: self.wakes.load(Ordering::Relaxed),
+                rails: self
+                    .name
+                    .rails()
+                    .zip(d.rail_stats())
+                    .map(|(r, (rd, lane))| RailCounters {
+                        address: r.udp_addr().to_string(),
+                        data_sent: rd.data_sent,
+                        retransmits: rd.retransmits,
+                        datagrams_read: rd.datagrams_read,
+                        chunks: lane.chunks,
+                        chunks_per_s: lane.chunks_per_s,
+                    })
+                    .collect(),
             };
             let kernel = memory::kernel::read(&d.sockets());
             (d.memory(), counters, kernel, d.budget())

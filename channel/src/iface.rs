@@ -70,6 +70,38 @@ pub fn resolve(iface: Option<&str>) -> Result<IpAddr, String> {
     }
 }
 
+/// A rail as `diwarp info` shows it: the interface that holds its address, and that
+/// interface's MTU, where this host can tell.
+pub fn describe(ip: IpAddr) -> String {
+    let name = getifaddrs().ok().and_then(|mut all| {
+        all.find(|a| {
+            a.address.as_ref().is_some_and(|sa| {
+                sa.as_sockaddr_in().map(|s| IpAddr::V4(s.ip())) == Some(ip)
+                    || sa.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())) == Some(ip)
+            })
+        })
+        .map(|a| a.interface_name)
+    });
+    // All of 127/8 is this host's loopback, though lo lists only 127.0.0.1.
+    let name = name.or_else(|| {
+        let lo =
+            |a: &nix::ifaddrs::InterfaceAddress| a.flags.contains(InterfaceFlags::IFF_LOOPBACK);
+        ip.is_loopback()
+            .then(|| getifaddrs().ok()?.find(lo).map(|a| a.interface_name))
+            .flatten()
+    });
+    let Some(name) = name else {
+        return format!("{ip} (on no interface of this host)");
+    };
+    let mtu = std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+        .ok()
+        .map(|m| m.trim().to_string());
+    match mtu {
+        Some(m) => format!("{ip} on {name}, MTU {m}"),
+        None => format!("{ip} on {name}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +135,11 @@ mod tests {
             assert!(resolve_rails(Some(bad)).is_err(), "{bad}");
         }
         assert_eq!(resolve_rails(None).map(|v| v.len()), Ok(1));
+        assert!(
+            describe(lo).starts_with("127.0.0.1 on lo"),
+            "{}",
+            describe(lo)
+        );
+        assert!(describe("192.0.2.9".parse().unwrap()).contains("no interface"));
     }
 }

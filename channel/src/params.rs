@@ -78,7 +78,10 @@ pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: IFACE,
         kind: ParamKind::Str,
-        help: "Network interface name or IP address the endpoint's UDP socket binds to",
+        help: "Network interfaces or IP addresses the endpoint binds, comma-separated: one \
+               rail each (at most 4), with its own UDP socket; rendezvous data is striped \
+               across the rails a pair of ranks shares, by measured rate. Rails pair by \
+               position: every host lists its interfaces in one order",
         default: ParamDefault::Derived("the first interface that is up and not loopback, else 127.0.0.1"),
     },
     ParamSpec {

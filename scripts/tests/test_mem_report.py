@@ -72,6 +72,8 @@ def full_report(pid, at="finalize", peers=3, faults=False):
             "faults": ({"datagrams": 500, "dropped": 25, "duplicated": 24, "reordered": 50, "delayed": 0,
                         "corrupted": 10} if faults else None),
             "progress_wakes": 1,
+            "rails": [{"address": "10.0.0.1:40000", "data_sent": 7, "retransmits": 1, "datagrams_read": 9,
+                       "chunks": 3, "chunks_per_s": 1500.5}],
         },
     }
 

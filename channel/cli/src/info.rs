@@ -98,11 +98,31 @@ pub fn main(a: &InfoArgs) -> ExitCode {
             let _ = writeln!(out, "      {}", s.spec.help_with_default());
         }
     }
+    rails(&mut out);
     crate::print(&out);
     if found.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// The rails an endpoint here would bind, as `FI_DIWARP_IFACE` says.
+fn rails(out: &mut String) {
+    let iface = std::env::var("FI_DIWARP_IFACE").ok();
+    match diwarp_fi::iface::resolve_rails(iface.as_deref()) {
+        Ok(ips) => {
+            out.push_str("rails (FI_DIWARP_IFACE):\n");
+            for (i, ip) in ips.into_iter().enumerate() {
+                let _ = writeln!(out, "  rail {i}: {}", diwarp_fi::iface::describe(ip));
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "rails: FI_DIWARP_IFACE: {e} (an endpoint would not open)"
+            );
+        }
     }
 }
 

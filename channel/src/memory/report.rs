@@ -38,7 +38,7 @@ pub struct Growth {
 }
 
 /// Every counter the layers keep.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Counters {
     pub data: crate::data::Stats,
     pub peers: crate::peer::PeerStats,
@@ -48,6 +48,23 @@ pub struct Counters {
     pub faults: Option<iwarp::verbs::FaultStats>,
     /// Times the progress thread made progress for an application that was not polling.
     pub progress_wakes: u64,
+    /// Each rail, the first first (`queue_pair` sums them).
+    pub rails: Vec<RailCounters>,
+}
+
+/// What one rail carried.
+#[derive(Debug, Clone, Serialize)]
+pub struct RailCounters {
+    /// Its UDP socket's address.
+    pub address: String,
+    /// Data datagrams sent for the first time and again, and datagrams read.
+    pub data_sent: u64,
+    pub retransmits: u64,
+    pub datagrams_read: u64,
+    /// Rendezvous chunks it carried, and its measured rate (chunks per second, 0 until
+    /// measured).
+    pub chunks: u64,
+    pub chunks_per_s: f64,
 }
 
 #[derive(Debug, Serialize)]
