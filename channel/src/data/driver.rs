@@ -71,6 +71,9 @@ fn promotion(config: &Config, rails: &RdRails) -> policies::promote::Config {
     p
 }
 
+#[cfg(test)]
+mod test_hooks;
+
 pub struct DataPath {
     /// A queue pair per rail.
     rails: RdRails,
@@ -304,6 +307,9 @@ impl DataPath {
     fn post(&mut self, o: Outgoing, rail: Rail) {
         // The rest of a served read, queued again once its chunk is posted.
         let mut rest = None;
+        // Rendezvous data striped over the rails: a peer's connection is the first rail's lane,
+        // and the other rails carry theirs over RD beside it.
+        let mut striped = false;
         // `prefix` goes in front of `bytes` on the wire; non-empty only for a lent chunk.
         let (to, bytes, prefix, role) = match o {
             Outgoing::Again {
@@ -327,6 +333,7 @@ impl DataPath {
                     return;
                 };
                 let mem = s.mem.as_ref().expect("rendezvous sends keep their buffer");
+                striped = recv_id.is_some() && !matches!(s.op, Op::Write { .. });
                 let mut header = Vec::with_capacity(wire::WRITE_HEADER);
                 match s.op {
                     Op::Write { key, addr, .. } => {
@@ -403,7 +410,11 @@ impl DataPath {
                 (to, self.st.tx.bufs.freeze(bytes), Vec::new(), role)
             }
         };
-        if let Some(conn) = self.paths.route(&self.st.peers, to) {
+        let conn = match striped && rail != Rail(0) {
+            true => None,
+            false => self.paths.route(&self.st.peers, to),
+        };
+        if let Some(conn) = conn {
             let header = self
                 .st
                 .peers
@@ -411,6 +422,9 @@ impl DataPath {
             match conn.post(header, &prefix, bytes, role) {
                 Ok(()) => {
                     self.paths.stats.rc_messages += 1;
+                    if matches!(role, Role::Chunk { .. }) {
+                        self.stripe.sent(Rail(0), self.st.now);
+                    }
                     return self.posted(role, rest);
                 }
                 // The connection broke: RD takes the message, with a number of its own.
@@ -590,11 +604,19 @@ impl DataPath {
         let mut gone = path::Gone::default();
         self.paths.progress(now, &mut self.st, &mut gone);
         self.note_heard();
+        // What connections carried is off the first rail's lane, acknowledged or not.
+        let off_lane = |stripe: &mut Striping, role: &Role| {
+            if matches!(role, Role::Chunk { .. }) {
+                stripe.done(Rail(0), now);
+            }
+        };
         for role in gone.failed {
+            off_lane(&mut self.stripe, &role);
             self.st.send_part_done(role, false);
         }
         for (to, list) in gone.resend.into_iter().rev() {
             for u in list.into_iter().rev() {
+                off_lane(&mut self.stripe, &u.role);
                 let head = u.head().to_vec();
                 self.st.tx.backlog.push_front(Outgoing::Again {
                     to,
@@ -608,6 +630,7 @@ impl DataPath {
         self.paths
             .acknowledge(now, &mut self.st.peers, owed_before, &mut done);
         for role in done {
+            off_lane(&mut self.stripe, &role);
             self.st.send_part_done(role, true);
         }
         self.note_traffic(now);
@@ -626,20 +649,6 @@ impl DataPath {
         for t in self.st.traffic.drain(..) {
             self.paths.traffic(now, t.slot, t.len, t.rendezvous);
         }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn set_stall_limit(&mut self, limit: std::time::Duration) {
-        self.st.cfg.stall_limit = limit;
-        self.st.live.next_check = Instant::now();
-    }
-
-    /// Rendezvous receives waiting for their data, and a way to look at them from later.
-    #[cfg(test)]
-    pub(crate) fn expire_rendezvous_at(&mut self, now: Instant) -> usize {
-        let before = self.st.rx.rndv.len();
-        self.st.expire_stalled(now);
-        before
     }
 
     /// Nothing of ours is waiting for the peer: every send is acknowledged.
@@ -685,117 +694,6 @@ impl DataPath {
         let owed = self.st.peers.owing().then(Instant::now);
         let rc = self.paths.next_deadline().into_iter().chain(owed).min();
         self.rails.next_deadline().into_iter().chain(rc).min()
-    }
-
-    /// Handles `payload` as if a message from `src` had come off the queue pair, behind the
-    /// per-peer header `src` would give it next, and posts what it asks for: tests forge
-    /// peers' messages with it.
-    #[cfg(test)]
-    pub fn feed(&mut self, src: std::net::SocketAddr, payload: &[u8]) {
-        self.st.now = Instant::now();
-        let bytes = self.forge(src, payload);
-        iwarp::verbs::RdReceiver::message(&mut self.st, src, &bytes);
-        self.note_heard();
-        self.flush_backlog();
-    }
-
-    /// `payload` behind the next per-peer header of a forged peer at `src`.
-    #[cfg(test)]
-    fn forge(&mut self, src: std::net::SocketAddr, payload: &[u8]) -> Vec<u8> {
-        let me = self.forger.slot(src);
-        self.forger.know(me, self.st.cfg.name.nonce);
-        let mut bytes = self.forger.stamp(me, false).encode().to_vec();
-        bytes.extend_from_slice(payload);
-        bytes
-    }
-
-    /// [`DataPath::feed`] as the queue pair offers a message cut into datagrams at `cuts`
-    /// (offsets in `payload`): segment by segment, the first first, or whole if the first is
-    /// not taken.
-    #[cfg(test)]
-    pub fn feed_segments(&mut self, src: std::net::SocketAddr, payload: &[u8], cuts: &[usize]) {
-        self.st.now = Instant::now();
-        use iwarp::verbs::{RdReceiver, SEGMENT_HEAD};
-        let payload = self.forge(src, payload);
-        let mut at: Vec<usize> = cuts
-            .iter()
-            .map(|&c| (c + peer::HEADER).min(payload.len()))
-            .collect();
-        at.extend([0, payload.len()]);
-        at.sort_unstable();
-        at.dedup();
-        let pieces: Vec<_> = at
-            .windows(2)
-            .map(|w| (w[0], &payload[w[0]..w[1]]))
-            .collect();
-        let Some(&(_, first)) = pieces.first() else {
-            return;
-        };
-        let head = &first[..first.len().min(SEGMENT_HEAD)];
-        if self.st.segment(src, head, 0, first) {
-            for &(offset, bytes) in &pieces[1..] {
-                self.st.segment(src, head, offset, bytes);
-            }
-        } else {
-            self.st.message(src, &payload);
-        }
-        self.note_heard();
-        self.flush_backlog();
-    }
-
-    /// Runs datagram `data` from `src` through the queue pair and the data path as if the
-    /// socket had delivered it: tests forge peers with it (with [`DataPath::null_link`]).
-    #[cfg(test)]
-    pub fn inject(&mut self, data: &[u8], src: std::net::SocketAddr) {
-        self.st.now = Instant::now();
-        self.rails
-            .first_mut()
-            .inject_datagram_with(&mut self.st, data, src);
-        self.note_heard();
-        self.flush_backlog();
-    }
-
-    /// The per-peer state by layer, bytes: the peer table, the promotion policy, the queue
-    /// pair's own peer entries, the engine's sessions and tables (the ledger's `peer_state`
-    /// is their sum).
-    #[cfg(test)]
-    pub fn peer_layers(&self) -> [(&'static str, usize); 4] {
-        let qp = self.rails.memory();
-        [
-            ("peer table", self.st.peers.memory()),
-            ("promotion policy", self.paths.policy_memory()),
-            ("queue pair", qp.peer_entries),
-            ("engine", qp.peer_state - qp.peer_entries),
-        ]
-    }
-
-    /// From now on what the queue pair sends is kept for [`DataPath::take_sent`] instead.
-    #[cfg(test)]
-    pub fn null_link(&mut self) {
-        self.rails.first_mut().null_link();
-    }
-
-    #[cfg(test)]
-    pub fn take_sent(&mut self) -> Vec<(std::net::SocketAddr, Vec<u8>)> {
-        self.rails.first_mut().take_sent()
-    }
-
-    /// Breaks every RC connection, as a reset would.
-    #[cfg(test)]
-    pub fn break_connections(&mut self) {
-        self.paths.break_all();
-    }
-
-    /// Entries waiting to be posted.
-    #[cfg(test)]
-    pub fn backlog_len(&self) -> usize {
-        self.st.tx.backlog.len()
-    }
-
-    /// Receives taking pushed chunks, and unexpected messages holding them.
-    #[cfg(test)]
-    pub fn push_state(&self) -> (usize, usize) {
-        (self.st.rx.pushing_into.len(), self.st.rx.parked.len())
     }
 
     pub fn memory(&self) -> Memory {

@@ -21,7 +21,11 @@ fn on(iface: &str) -> Config {
 
 /// A and B, each on its own rails; both AVs hold both names (A is 0, B is 1).
 fn pair_on(a_iface: &str, b_iface: &str) -> (Side, Side) {
-    let (da, db) = (domain_with(on(a_iface)), domain_with(on(b_iface)));
+    pair_of(on(a_iface), on(b_iface))
+}
+
+fn pair_of(a: Config, b: Config) -> (Side, Side) {
+    let (da, db) = (domain_with(a), domain_with(b));
     let (a, acq) = open_side(&da);
     let (b, bcq) = open_side(&db);
     let names: Vec<u8> = [a.name(), b.name()]
@@ -215,4 +219,33 @@ fn one_tag_keeps_send_order_across_rails() {
         rails.iter().all(|&(data, chunks)| data > 0 && chunks > 0),
         "{rails:?}"
     );
+}
+
+/// A connected pair (rc mode) stripes rendezvous data over its connection, the first rail's
+/// lane, and over RD on the second rail beside it; everything else takes the connection.
+#[test]
+fn a_connection_is_the_first_rails_lane() {
+    let rc = || Config {
+        promote: policies::promote::Config {
+            mode: policies::promote::Mode::Rc,
+            ..Default::default()
+        },
+        rc_datagram_max: 65_507,
+        ..on(TWO)
+    };
+    let (a, b) = pair_of(rc(), rc());
+    both_ways(&a, &b, 3);
+    for (who, s) in [("A", &a), ("B", &b)] {
+        assert!(s.ep.with_data(|d| d.connections()) == 1, "{who} connected");
+        assert!(s.ep.with_data(|d| d.path_stats().0.rc_messages) > 0);
+        let rails = per_rail(s);
+        assert!(
+            rails[0].1 > 0,
+            "{who}: chunks over the connection: {rails:?}"
+        );
+        assert!(
+            rails[1].0 > 0 && rails[1].1 > 0,
+            "{who}: and over rail 1: {rails:?}"
+        );
+    }
 }
