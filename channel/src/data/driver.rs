@@ -52,13 +52,24 @@ fn listen(config: &Config, name: &mut EpName) -> Result<Option<TcpListener>> {
 
 /// The promotion policy's settings for this endpoint: in hybrid mode it asks for connections
 /// only while its datagrams are small enough for a connection to carry bulk data faster
-/// (`FI_DIWARP_RC_DATAGRAM_MAX`; channel/BENCHMARKS.md, "NPB per mode").
+/// (`FI_DIWARP_RC_DATAGRAM_MAX`; channel/BENCHMARKS.md, "NPB per mode"), and only on one
+/// rail.
 fn promotion(config: &Config, rails: &RdRails) -> policies::promote::Config {
     let mut p = config.promote;
     if p.mode == policies::promote::Mode::Hybrid {
         let size = rails.first().stats().max_datagram_size;
         p.initiate = size <= config.rc_datagram_max;
-        if !p.initiate {
+        if rails.len() > 1 {
+            // A connection holds one rail; datagrams striped over every rail carry more
+            // (channel/BENCHMARKS.md, "Rails").
+            p.initiate = false;
+            diag!(
+                Info,
+                EpCtrl,
+                "hybrid: {} rails; this endpoint accepts RC connections but asks for none",
+                rails.len()
+            );
+        } else if !p.initiate {
             diag!(
                 Info,
                 EpCtrl,
@@ -270,10 +281,7 @@ impl DataPath {
                 let Some(s) = self.st.tx.sends.get(&send) else {
                     return Some(Rail(0));
                 };
-                // Data the receiver asked for is placed by offset on arrival, whatever rail
-                // carried it; a push or an RMA write is handled in its turn, so it keeps to
-                // the home rail behind what came before it.
-                if recv_id.is_some() && !matches!(s.op, Op::Write { .. }) {
+                if self.striped(s.to, recv_id.is_some(), &s.op) {
                     let usable = self.st.peers.rails_to(s.to);
                     return self.stripe.pick(usable, |r| self.rails.has_room(r));
                 }
@@ -282,6 +290,16 @@ impl DataPath {
         };
         let home = self.st.peers.home_rail(to);
         self.rails.has_room(home).then_some(home)
+    }
+
+    /// Whether a rendezvous chunk to `to` is striped over the rails. Data the receiver asked
+    /// for (`asked`) is placed by offset on arrival, whatever rail carried it. A pushed chunk is
+    /// handled in its turn, after its request: one that overtakes it waits in the peer's
+    /// sequence, which costs a copy but keeps every rail busy from the first byte; over a
+    /// connection, whose stream delivers the request late, the wait grows and pushes keep to
+    /// it. An RMA write keeps to its rail (it is handled in its turn and large).
+    fn striped(&self, to: SlotId, asked: bool, op: &Op) -> bool {
+        !matches!(op, Op::Write { .. }) && (asked || !self.st.peers.paths(to).connected())
     }
 
     fn flush_backlog(&mut self) {
@@ -333,7 +351,7 @@ impl DataPath {
                     return;
                 };
                 let mem = s.mem.as_ref().expect("rendezvous sends keep their buffer");
-                striped = recv_id.is_some() && !matches!(s.op, Op::Write { .. });
+                striped = self.striped(s.to, recv_id.is_some(), &s.op);
                 let mut header = Vec::with_capacity(wire::WRITE_HEADER);
                 match s.op {
                     Op::Write { key, addr, .. } => {
