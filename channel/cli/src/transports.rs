@@ -28,6 +28,10 @@ pub struct Entry {
 /// The variables the entries choose: cleared for every diwarp run, then set from the entry.
 pub const OWNED: [&str; 2] = ["FI_DIWARP_MODE", "FI_DIWARP_RC_MAX"];
 
+/// Variables some entries set over the caller's, and the others leave to the caller: the
+/// interfaces are the caller's to name (a host's), save in the entries that name rails.
+pub const PLACED: [&str; 1] = ["FI_DIWARP_IFACE"];
+
 const fn e(
     name: &'static str,
     mpi: Mpi,
@@ -45,6 +49,10 @@ const fn e(
 const UD: &[(&str, &str)] = &[("FI_DIWARP_MODE", "ud")];
 const RC: &[(&str, &str)] = &[("FI_DIWARP_MODE", "rc")];
 const HYBRID: &[(&str, &str)] = &[("FI_DIWARP_MODE", "hybrid")];
+// Rails as scripts/netns-hosts names them (dw0, dw1, dw2), in the default mode.
+const RAILS1: &[(&str, &str)] = &[("FI_DIWARP_IFACE", "dw0")];
+const RAILS2: &[(&str, &str)] = &[("FI_DIWARP_IFACE", "dw0,dw1")];
+const RAILS3: &[(&str, &str)] = &[("FI_DIWARP_IFACE", "dw0,dw1,dw2")];
 
 /// Sorted by name, as `diwarp transports` lists them.
 pub static TABLE: &[Entry] = &[
@@ -64,6 +72,10 @@ pub static TABLE: &[Entry] = &[
         Transport::Diwarp,
         &[("FI_DIWARP_MODE", "hybrid"), ("FI_DIWARP_RC_MAX", "4")],
     ),
+    // One, two and three rails of the multirail test bed.
+    e("mpich-diwarp-rails1", Mpi::Mpich, Transport::Diwarp, RAILS1),
+    e("mpich-diwarp-rails2", Mpi::Mpich, Transport::Diwarp, RAILS2),
+    e("mpich-diwarp-rails3", Mpi::Mpich, Transport::Diwarp, RAILS3),
     // Every peer over a TCP connection (iWARP/MPA).
     e("mpich-diwarp-rc", Mpi::Mpich, Transport::Diwarp, RC),
     // Every peer over datagrams.
@@ -82,6 +94,9 @@ pub static TABLE: &[Entry] = &[
         Transport::Diwarp,
         HYBRID,
     ),
+    e("ompi-diwarp-rails1", Mpi::Openmpi, Transport::Diwarp, RAILS1),
+    e("ompi-diwarp-rails2", Mpi::Openmpi, Transport::Diwarp, RAILS2),
+    e("ompi-diwarp-rails3", Mpi::Openmpi, Transport::Diwarp, RAILS3),
     e("ompi-diwarp-rc", Mpi::Openmpi, Transport::Diwarp, RC),
     e("ompi-diwarp-ud", Mpi::Openmpi, Transport::Diwarp, UD),
     // Open MPI, pml cm + mtl ofi, "tcp;ofi_rxm" (libfabric 1.17).
@@ -226,7 +241,11 @@ mod tests {
             };
             assert!(e.name.starts_with(prefix), "{}", e.name);
             for (k, _) in e.settings {
-                assert!(OWNED.contains(k), "{}: {k} is not cleared first", e.name);
+                assert!(
+                    OWNED.contains(k) || PLACED.contains(k),
+                    "{}: {k} is neither cleared first nor the caller's to place",
+                    e.name
+                );
             }
         }
     }
