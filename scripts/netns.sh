@@ -1,6 +1,7 @@
 # Sourced by the scripts that play several hosts or a lossy network on one machine
-# (netns-faults, mpi-faults, netns-hosts): network namespaces, the veth link between two of
-# them, and the nftables rules that drop or reset traffic. Needs root (ip, nft).
+# (netns-faults, mpi-faults, netns-hosts, multirail-tests): network namespaces, the veth links
+# between two of them, the rate a link is shaped to (tc), a link taken down and up, and the
+# nftables rules that drop or reset traffic. Needs root (ip, tc, nft).
 
 # Namespace $1 with its loopback up; fails if it exists already.
 netns_make() { ip netns add "$1" 2>/dev/null && ip -n "$1" link set lo up; }
@@ -15,6 +16,49 @@ netns_link() {
 
 # The MTU of both ends of a link: namespace, interface, namespace, interface, MTU.
 netns_mtu() { ip -n "$1" link set "$2" mtu "$5" && ip -n "$3" link set "$4" mtu "$5"; }
+
+# A rate as tc writes it (a number, then bit, kbit, mbit, gbit or tbit, or their bps forms in
+# bytes; a bare number is bits) in bits per second, an integer; fails on anything else.
+netns_rate_bits() {
+  local r=${1,,} num unit mult
+  [[ $r =~ ^([0-9]+(\.[0-9]+)?)([kmgt]?)(bit|bps)?$ ]] || return 1
+  num=${BASH_REMATCH[1]} unit=${BASH_REMATCH[3]}
+  case "$unit" in '') mult=1 ;; k) mult=1000 ;; m) mult=1000000 ;; g) mult=1000000000 ;;
+                  t) mult=1000000000000 ;; esac
+  [ "${BASH_REMATCH[4]}" = bps ] && mult=$((mult * 8))
+  awk -v n="$num" -v m="$mult" 'BEGIN { b = n * m; if (b < 8000) exit 1; printf "%.0f\n", b }'
+}
+
+# The token bucket netns_shape gives rate $1 (bits per second): its burst in bytes, then its
+# queue as time. The burst holds 1 ms at the rate, and never less than a GSO packet (64 KiB;
+# a larger packet would be cut into segments or dropped): a bucket refilled later than that
+# (a busy core) loses tokens, so the long-run rate falls short. The queue, 5 ms at the rate,
+# is a switch port's buffer: it absorbs a burst, and beyond it packets are dropped.
+netns_tbf_params() {
+  local burst=$(($1 / 8 / 1000))
+  [ "$burst" -lt 65536 ] && burst=65536
+  echo "$burst ${NETNS_TBF_LATENCY:-5ms}"
+}
+
+# What namespace $1 sends out of interface $2 leaves at rate $3 at most (tc's notation, e.g.
+# 1gbit, 500mbit): a tbf qdisc at the root, replacing any other. Shape both ends of a link
+# for a link of that speed.
+netns_shape() {
+  local bits params
+  bits=$(netns_rate_bits "$3") || { echo "netns_shape: not a rate: $3" >&2; return 1; }
+  params=($(netns_tbf_params "$bits"))
+  tc -n "$1" qdisc replace dev "$2" root tbf rate "$3" burst "${params[0]}" latency "${params[1]}"
+}
+
+# Interface $2 of namespace $1 back to the kernel's default queue, unshaped.
+netns_unshape() {
+  tc -n "$1" qdisc show dev "$2" | grep -q '^qdisc tbf .* root' || return 0
+  tc -n "$1" qdisc del dev "$2" root
+}
+
+# One end of a link (namespace $1, interface $2) taken down or brought up ($3): the other end
+# sees its carrier go and come back, as with a cable pulled at one side.
+netns_link_set() { ip -n "$1" link set "$2" "$3"; }
 
 # Namespace $1 drops $2 % of the UDP datagrams it sends (a GSO run is one packet to nftables,
 # so it goes whole: burst loss). TCP is left alone.

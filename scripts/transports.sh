@@ -16,9 +16,11 @@ _transports_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # source, else the one scripts/build-provider builds (beside the directory it prints).
 _transports_diwarp() {
   local bin dir log rc=0
-  # The checkout's own build too: a harness that gives each run a CARGO_TARGET_DIR of its own
-  # (mpi-faults) would otherwise build everything again just to read the table.
+  # The checkout's own build too, and the one beside the provider the caller names: a harness
+  # that gives each run a CARGO_TARGET_DIR of its own (mpi-faults, multirail-tests) would
+  # otherwise build everything again just to read the table.
   for bin in ${CARGO_TARGET_DIR:+"$CARGO_TARGET_DIR/release/diwarp"} \
+             ${DIWARP_PROVIDER_DIR:+"$DIWARP_PROVIDER_DIR/../diwarp"} \
              "$_transports_here/target/release/diwarp"; do
     if [ -x "$bin" ] && [ "$bin" -nt "$_transports_here/channel/cli/src/transports.rs" ]; then
       echo "$bin"; return 0
