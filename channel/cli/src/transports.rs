@@ -94,9 +94,24 @@ pub static TABLE: &[Entry] = &[
         Transport::Diwarp,
         HYBRID,
     ),
-    e("ompi-diwarp-rails1", Mpi::Openmpi, Transport::Diwarp, RAILS1),
-    e("ompi-diwarp-rails2", Mpi::Openmpi, Transport::Diwarp, RAILS2),
-    e("ompi-diwarp-rails3", Mpi::Openmpi, Transport::Diwarp, RAILS3),
+    e(
+        "ompi-diwarp-rails1",
+        Mpi::Openmpi,
+        Transport::Diwarp,
+        RAILS1,
+    ),
+    e(
+        "ompi-diwarp-rails2",
+        Mpi::Openmpi,
+        Transport::Diwarp,
+        RAILS2,
+    ),
+    e(
+        "ompi-diwarp-rails3",
+        Mpi::Openmpi,
+        Transport::Diwarp,
+        RAILS3,
+    ),
     e("ompi-diwarp-rc", Mpi::Openmpi, Transport::Diwarp, RC),
     e("ompi-diwarp-ud", Mpi::Openmpi, Transport::Diwarp, UD),
     // Open MPI, pml cm + mtl ofi, "tcp;ofi_rxm" (libfabric 1.17).
