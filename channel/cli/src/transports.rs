@@ -28,9 +28,6 @@ pub struct Entry {
 /// The variables the entries choose: cleared for every diwarp run, then set from the entry.
 pub const OWNED: [&str; 2] = ["FI_DIWARP_MODE", "FI_DIWARP_RC_MAX"];
 
-/// Variables some entries set over the caller's, and the others leave to the caller: the
-/// interfaces are the caller's to name (a host's), save in the entries that name rails.
-pub const PLACED: [&str; 1] = ["FI_DIWARP_IFACE"];
 
 const fn e(
     name: &'static str,
@@ -240,6 +237,10 @@ pub fn main(a: &TransportsArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Variables some entries set over the caller's, and the others leave to the caller: the
+    /// interfaces are the caller's to name (a host's), save in the entries that name rails.
+    const PLACED: [&str; 1] = ["FI_DIWARP_IFACE"];
 
     #[test]
     fn every_name_is_found_once_and_the_table_is_sorted() {
