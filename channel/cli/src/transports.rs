@@ -28,7 +28,6 @@ pub struct Entry {
 /// The variables the entries choose: cleared for every diwarp run, then set from the entry.
 pub const OWNED: [&str; 2] = ["FI_DIWARP_MODE", "FI_DIWARP_RC_MAX"];
 
-
 const fn e(
     name: &'static str,
     mpi: Mpi,
