@@ -16,7 +16,7 @@ use crate::addr::{EpName, MoreRails, NameError};
 use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
-use crate::hash::Index;
+use crate::hash::{map_bytes, Index, Map};
 use crate::log::{misconfigured, Subsys};
 use crate::sys::{FI_AV_MAP, FI_AV_TABLE, FI_AV_UNSPEC, FI_MORE, FI_SYNC_ERR};
 
@@ -49,14 +49,15 @@ struct Table {
     /// Handles by their name's datagram address, found through `slots`: a handle's position
     /// and nothing else, so an entry never contacted costs its slot and a few bytes here.
     by_addr: Index,
-    /// Live slots whose names have more than one rail (each boxes the rest).
-    boxed: usize,
+    /// The rails after the first of the names that have several, by handle: a one-rail job
+    /// keeps it empty and its slots at 40 bytes.
+    more: Map<u32, MoreRails>,
 }
 
-/// A live handle's name, laid out flat (an `EpName` beside a count would pad past 100 bytes),
-/// and how many of its inserts are not yet removed. A name's rails after the first are boxed:
-/// a one-rail job pays a null pointer for them.
-#[derive(Debug, Clone)]
+/// A live handle's name but its rails after the first (`Table::more`), laid out flat (an
+/// `EpName` beside a count would pad past 100 bytes), and how many of its inserts are not yet
+/// removed.
+#[derive(Debug, Clone, Copy)]
 struct Slot {
     nonce: u64,
     qpn: u32,
@@ -64,7 +65,6 @@ struct Slot {
     udp_port: u16,
     tcp_port: u16,
     ip: std::net::IpAddr,
-    more: Option<Box<MoreRails>>,
 }
 
 impl Slot {
@@ -76,18 +76,17 @@ impl Slot {
             udp_port: n.udp_port,
             tcp_port: n.tcp_port,
             ip: n.ip,
-            more: (!n.more.is_empty()).then(|| Box::new(n.more)),
         }
     }
 
-    fn name(&self) -> EpName {
+    fn name(&self, more: Option<&MoreRails>) -> EpName {
         EpName {
             ip: self.ip,
             udp_port: self.udp_port,
             qpn: self.qpn,
             tcp_port: self.tcp_port,
             nonce: self.nonce,
-            more: self.more.as_deref().copied().unwrap_or(MoreRails::NONE),
+            more: more.copied().unwrap_or(MoreRails::NONE),
         }
     }
 
@@ -100,9 +99,13 @@ impl Table {
     /// The datagram address of handle `h`'s name (the unspecified address for a dead one,
     /// which no name has: decoding refuses port 0).
     fn addr_of(slots: &[Option<Slot>], h: u32) -> SocketAddr {
-        slots[h as usize]
-            .as_ref()
-            .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), Slot::addr)
+        slots[h as usize].map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |s| s.addr())
+    }
+
+    /// Handle `h`'s whole name, if it is live.
+    fn name_of(&self, h: u32) -> Option<EpName> {
+        let s = self.slots.get(h as usize).copied().flatten()?;
+        Some(s.name(self.more.get(&h)))
     }
 
     fn handle_of(&self, addr: &SocketAddr) -> Option<u64> {
@@ -128,7 +131,7 @@ impl AddressVector {
         let t = self.table.read();
         let bytes = t.slots.capacity() * std::mem::size_of::<Option<Slot>>()
             + t.by_addr.bytes()
-            + t.boxed * std::mem::size_of::<MoreRails>();
+            + map_bytes(&t.more);
         (bytes, t.by_addr.len())
     }
 
@@ -161,7 +164,7 @@ impl AddressVector {
             table: RwLock::new(Table {
                 slots: Vec::with_capacity(count.min(1 << 16)),
                 by_addr: Index::default(),
-                boxed: 0,
+                more: Map::default(),
             }),
             insertions: AtomicUsize::new(0),
             remaps: AtomicUsize::new(0),
@@ -194,11 +197,9 @@ impl AddressVector {
                     // meet at once) gets the same handle, as libfabric's own AVs give it:
                     // with two, a receive directed at the older one would never again match
                     // what the peer sends, which arrives under the newer.
-                    let same = t.handle_of(&addr).filter(|&h| {
-                        t.slots[h as usize]
-                            .as_ref()
-                            .is_some_and(|s| s.name() == name)
-                    });
+                    let same = t
+                        .handle_of(&addr)
+                        .filter(|&h| t.name_of(h as u32) == Some(name));
                     let handle = match same {
                         Some(h) => {
                             let slot = t.slots[h as usize].as_mut().expect("live");
@@ -211,7 +212,9 @@ impl AddressVector {
                                 return Err(Errno::NOMEM);
                             };
                             t.slots.push(Some(Slot::new(name)));
-                            t.boxed += usize::from(!name.more.is_empty());
+                            if !name.more.is_empty() {
+                                t.more.insert(h, name.more);
+                            }
                             let Table { slots, by_addr, .. } = &mut *t;
                             remapped |= by_addr
                                 .insert(&addr, h, |p| Table::addr_of(slots, p))
@@ -268,8 +271,7 @@ impl AddressVector {
                 continue;
             }
             let addr = slot.addr();
-            let boxed = slot.more.is_some();
-            t.boxed -= usize::from(boxed);
+            t.more.remove(&(h as u32));
             let Table { slots, by_addr, .. } = &mut *t;
             // Before the slot dies: the index finds its entries through the slots.
             by_addr.remove(&addr, h as u32, |p| Table::addr_of(slots, p));
@@ -282,7 +284,7 @@ impl AddressVector {
     pub fn lookup(&self, handle: u64) -> Result<EpName> {
         usize::try_from(handle)
             .ok()
-            .and_then(|i| self.table.read().slots.get(i)?.as_ref().map(Slot::name))
+            .and_then(|i| self.table.read().name_of(u32::try_from(i).ok()?))
             .ok_or(Errno::INVAL)
     }
 
@@ -335,6 +337,31 @@ mod tests {
             nonce: port as u64,
             more: MoreRails::NONE,
         }
+    }
+
+    /// A name's further rails come back whole from `lookup`, count in the table's bytes, and
+    /// go with the handle.
+    #[test]
+    fn names_keep_every_rail() {
+        let a = av(FI_AV_TABLE);
+        let two = EpName {
+            more: MoreRails::from_slice(&[crate::addr::RailAddr {
+                ip: "127.0.0.2".parse().unwrap(),
+                udp_port: 9,
+                tcp_port: 0,
+            }]),
+            ..name(8)
+        };
+        let one_rail = a.memory().0;
+        let h = a.insert(&packed(&[name(7), two]), 0).unwrap().handles;
+        assert_eq!(a.lookup(h[0]), Ok(name(7)));
+        assert_eq!(a.lookup(h[1]), Ok(two));
+        assert!(a.memory().0 > one_rail);
+        // The same name again is the same handle.
+        assert_eq!(a.insert(&packed(&[two]), 0).unwrap().handles, vec![h[1]]);
+        a.remove(&[h[1], h[1]], 0).unwrap();
+        assert_eq!(a.lookup(h[1]), Err(Errno::INVAL));
+        assert!(a.table.read().more.is_empty());
     }
 
     fn packed(names: &[EpName]) -> Vec<u8> {
