@@ -494,13 +494,18 @@ impl Endpoint {
                     .name
                     .rails()
                     .zip(d.rail_stats())
-                    .map(|(r, (rd, lane))| RailCounters {
+                    .map(|(r, (rd, lane, ev))| RailCounters {
                         address: r.udp_addr().to_string(),
                         data_sent: rd.data_sent,
                         retransmits: rd.retransmits,
                         datagrams_read: rd.datagrams_read,
                         chunks: lane.chunks,
                         chunks_per_s: lane.chunks_per_s,
+                        stalls: rd.stalls,
+                        taken_down: ev.taken_down,
+                        back_up: ev.back_up,
+                        moved: ev.moved,
+                        failed: ev.failed,
                     })
                     .collect(),
             };

@@ -58,6 +58,7 @@ pub const EAGER_SIZE: &str = "eager_size";
 pub const LINGER_MS: &str = "linger_ms";
 pub const PEER_TIMEOUT_MS: &str = "peer_timeout_ms";
 pub const DORMANT_MS: &str = "dormant_ms";
+pub const RAIL_TIMEOUT_MS: &str = "rail_timeout_ms";
 pub const MEM_REPORT: &str = "mem_report";
 pub const MEM_REPORT_MS: &str = "mem_report_ms";
 pub const MEM_BUDGET: &str = "mem_budget";
@@ -105,6 +106,16 @@ pub const PARAMS: &[ParamSpec] = &[
                instead of hanging, in milliseconds: sends it does not acknowledge (rendezvous \
                sends are probed), and rendezvous receives whose sender goes silent",
         default: ParamDefault::Value("30000"),
+    },
+    ParamSpec {
+        name: RAIL_TIMEOUT_MS,
+        kind: ParamKind::Int,
+        help: "With several rails: a rail on which a peer stays silent this long while messages \
+               to it are unacknowledged is taken as down for that peer; what it carried goes \
+               again, in order, over the peer's other rails, and the rail is greeted until it \
+               answers and then used again. In milliseconds, below FI_DIWARP_PEER_TIMEOUT_MS; \
+               a peer silent on every rail still fails with FI_EIO after the peer timeout",
+        default: ParamDefault::Value("1000"),
     },
     ParamSpec {
         name: DORMANT_MS,
@@ -305,6 +316,9 @@ pub struct Config {
     pub eager_size: usize,
     pub linger: Duration,
     pub peer_timeout: Duration,
+    /// With several rails, a peer silent on one this long while messages are outstanding
+    /// there is taken to other rails (capped below `peer_timeout`).
+    pub rail_timeout: Duration,
     /// Quiet datagram peers fold into their dormant form after this long (`None`: never).
     pub dormant_after: Option<Duration>,
     pub mem_report: Option<String>,
@@ -332,6 +346,7 @@ impl Default for Config {
             eager_size: crate::info::INJECT_SIZE,
             linger: Duration::from_millis(2000),
             peer_timeout: Duration::from_millis(30_000),
+            rail_timeout: RAIL_TIMEOUT,
             dormant_after: Some(DORMANT_AFTER),
             mem_report: None,
             mem_report_every: None,
@@ -350,6 +365,11 @@ impl Default for Config {
 const EAGER_MAX: usize = 1 << 30;
 const LINGER_MAX_MS: i64 = 600_000;
 const PEER_TIMEOUT_MS_RANGE: std::ops::RangeInclusive<i64> = 100..=86_400_000;
+/// Long enough that a rank descheduled on a busy host is not taken for a dead link each time
+/// (a false alarm costs a resend and a handshake, nothing lost), short against the peer
+/// timeout.
+const RAIL_TIMEOUT: Duration = Duration::from_millis(1000);
+const RAIL_TIMEOUT_MS_RANGE: std::ops::RangeInclusive<i64> = 10..=86_400_000;
 /// A peer quiet this long wakes at most once a second: a wake allocates its session again
 /// (reliability's recommendation; `channel/BENCHMARKS.md`, "A million peers").
 const DORMANT_AFTER: Duration = Duration::from_millis(1000);
@@ -415,6 +435,20 @@ impl Config {
                 );
             }
         }
+        if let Some(ParamValue::Int(ms)) = src.get(spec(RAIL_TIMEOUT_MS)) {
+            if RAIL_TIMEOUT_MS_RANGE.contains(&ms) {
+                c.rail_timeout = Duration::from_millis(ms as u64);
+            } else {
+                diag!(
+                    Warn,
+                    Core,
+                    "FI_DIWARP_RAIL_TIMEOUT_MS={ms} is outside {RAIL_TIMEOUT_MS_RANGE:?}; using {:?}",
+                    c.rail_timeout
+                );
+            }
+        }
+        // Past the peer timeout a rail would never be left before its peer failed.
+        c.rail_timeout = c.rail_timeout.min(c.peer_timeout / 2);
         if let Some(ParamValue::Int(ms)) = src.get(spec(DORMANT_MS)) {
             match ms {
                 0 => c.dormant_after = None,
@@ -570,6 +604,7 @@ mod tests {
             (EAGER_SIZE, ParamValue::Size(4096)),
             (LINGER_MS, ParamValue::Int(-5)),
             (PEER_TIMEOUT_MS, ParamValue::Int(5000)),
+            (RAIL_TIMEOUT_MS, ParamValue::Int(4000)),
             (DORMANT_MS, ParamValue::Int(0)),
             (MEM_REPORT, ParamValue::Str(String::new())),
             (MEM_REPORT_MS, ParamValue::Int(-1)),
@@ -583,6 +618,11 @@ mod tests {
         assert_eq!(c.eager_size, 4096);
         assert_eq!(c.linger, Config::default().linger);
         assert_eq!(c.peer_timeout, Duration::from_secs(5));
+        assert_eq!(
+            c.rail_timeout,
+            Duration::from_millis(2500),
+            "capped at half the peer timeout"
+        );
         assert_eq!(c.dormant_after, None, "0 keeps peers awake");
         assert_eq!(c.mem_report, None);
         assert_eq!(c.mem_report_every, None);

@@ -66,6 +66,11 @@ pub struct Config {
     /// A peer that has sent nothing for this long while we have unacknowledged or queued data
     /// fails the session.
     pub idle_timeout: Duration,
+    /// A peer silent this long while we have unacknowledged or queued data is reported once
+    /// ([`Event::Stalled`](crate::Event::Stalled)), well before `idle_timeout` fails it: a
+    /// caller with another way to the peer (another rail) can take the data there. `None`
+    /// (the default) reports nothing.
+    pub stall_after: Option<Duration>,
     /// Append a CRC32c trailer to every datagram and refuse datagrams without one.
     pub checksum: bool,
     /// First sequence number and first message id, in both directions.
@@ -101,6 +106,7 @@ impl Default for Config {
             timer_jitter: true,
             dup_thresh: 3,
             idle_timeout: Duration::from_secs(30),
+            stall_after: None,
             checksum: true,
             initial_seq: 0,
             dormant_after: None,
@@ -136,6 +142,7 @@ impl Config {
         check(self.min_rto > Duration::ZERO, "min_rto is 0")?;
         check(self.min_rto <= self.max_rto, "min_rto above max_rto")?;
         check(self.idle_timeout > Duration::ZERO, "idle_timeout is 0")?;
+        check(self.stall_after != Some(Duration::ZERO), "stall_after is 0")?;
         check(
             self.dormant_after != Some(Duration::ZERO),
             "dormant_after is 0",

@@ -76,6 +76,10 @@ pub enum Event {
         /// The messages that failed.
         unacked: MsgRange,
     },
+    /// The peer was silent for [`Config::stall_after`] while messages were outstanding. The
+    /// session goes on (and still fails at `idle_timeout`); reported once until the peer is
+    /// heard again.
+    Stalled,
 }
 
 /// Why `send` refused a message. The message was not taken; the caller still owns it.
@@ -194,6 +198,8 @@ pub struct Session {
     /// moment a session goes idle would cost a ping-pong allocations on every message.
     release_at: Option<Instant>,
     failed: bool,
+    /// [`Event::Stalled`] was reported and the peer not heard since.
+    stalled: bool,
 }
 
 impl Session {
@@ -226,6 +232,7 @@ impl Session {
             busy_since: None,
             release_at: None,
             failed: false,
+            stalled: false,
         }
     }
 
@@ -451,6 +458,7 @@ impl Session {
             *acked = Some(fields);
         }
         self.last_heard = now;
+        self.stalled = false;
         self.stats.datagrams_received += 1;
         if repr.dsack {
             self.tx.on_dsack(
@@ -611,12 +619,20 @@ impl Session {
         }
         // Called after every datagram in and out: plain comparisons, no iterator chain.
         let t = earliest(self.rx.ack_deadline(), self.tx.timer());
+        let t = earliest(t, self.stall_deadline());
         earliest(earliest(t, self.fail_deadline()), self.release_at)
     }
 
     fn fail_deadline(&self) -> Option<Instant> {
         self.busy_since
             .map(|b| b.max(self.last_heard) + self.config.idle_timeout)
+    }
+
+    fn stall_deadline(&self) -> Option<Instant> {
+        match (self.config.stall_after, self.busy_since) {
+            (Some(after), Some(b)) if !self.stalled => Some(b.max(self.last_heard) + after),
+            _ => None,
+        }
     }
 
     /// Runs the timers due at `now`: delayed ACK, retransmission, peer failure.
@@ -627,6 +643,10 @@ impl Session {
         if self.fail_deadline().is_some_and(|t| t <= now) {
             self.fail();
             return;
+        }
+        if self.stall_deadline().is_some_and(|t| t <= now) {
+            self.stalled = true;
+            self.events.push_back(Event::Stalled);
         }
         if self.release_at.is_some_and(|t| t <= now) {
             self.release_at = None;

@@ -442,7 +442,7 @@ fn sleepy_pair(seed: u64) -> (u64, u64, u64) {
                         assert_eq!(u64::from(m.0.wrapping_sub(cfg.initial_seq)), p.acked);
                         p.acked += 1;
                     }
-                    Event::Writable => {}
+                    Event::Writable | Event::Stalled => {}
                     Event::PeerFailed { .. } => panic!("seed {seed}: peer failed"),
                 }
             }

@@ -129,3 +129,109 @@ fn quiet_peer_is_not_failed() {
         "{waited:?}"
     );
 }
+
+/// A caller with another way to the peer hears of its silence early, once, and the session
+/// goes on: it still fails at the limit, and a peer heard again re-arms the report.
+#[test]
+fn silent_peer_is_reported_stalled_once_before_it_fails() {
+    const STALL: Duration = Duration::from_millis(10);
+    let config = || Config {
+        stall_after: Some(STALL),
+        ..config()
+    };
+    for seed in 0..10u64 {
+        let mut sim = Sim::new(seed, Faults::none(), gen(seed), [config(), config()]);
+        sim.connect(0, 1);
+        sim.flow(0, 1, 400);
+        while sim.nodes[1].inboxes[&session_id(1, 0)].delivered < 10 + seed {
+            assert!(sim.step());
+        }
+        // Traffic so far never went quiet long enough to be reported.
+        let stalled = |sim: &Sim| {
+            sim.nodes[0]
+                .events
+                .iter()
+                .filter(|(_, e)| *e == Event::Stalled)
+                .count()
+        };
+        assert_eq!(stalled(&sim), 0, "seed {seed}");
+        sim.nodes[1].alive = false;
+        let died = sim.net.now;
+        let mut stalled_at = None;
+        while sim.nodes[0].outboxes[0].failed.is_none() {
+            let more = sim.step();
+            if sim.nodes[0].outboxes[0].failed.is_some() {
+                break;
+            }
+            assert!(more, "seed {seed}: no failure");
+            if stalled_at.is_none() && stalled(&sim) == 1 {
+                stalled_at = Some(sim.net.now);
+            }
+        }
+        let heard = sim.nodes[0]
+            .ep
+            .session(session_id(0, 1))
+            .unwrap()
+            .last_heard();
+        let stalled_at = stalled_at.expect("reported before the failure");
+        // Seen when the next step takes the events: by the next retransmission at the latest.
+        let seen = stalled_at - heard;
+        assert!(
+            seen >= STALL && seen <= STALL + config().max_rto,
+            "seed {seed}: {seen:?}"
+        );
+        assert!(stalled_at - died <= STALL + config().max_rto, "seed {seed}");
+        assert_eq!(stalled(&sim), 1, "seed {seed}: reported more than once");
+    }
+}
+
+#[test]
+fn a_stalled_peer_heard_again_is_reported_again_when_silent_again() {
+    const STALL: Duration = Duration::from_millis(10);
+    let cfg = Config {
+        stall_after: Some(STALL),
+        idle_timeout: Duration::from_secs(10),
+        ..config()
+    };
+    let mut sim = Sim::new(3, Faults::none(), gen(3), [cfg.clone(), cfg]);
+    sim.connect(0, 1);
+    sim.flow(0, 1, 200);
+    let count = |sim: &Sim| {
+        sim.nodes[0]
+            .events
+            .iter()
+            .filter(|(_, e)| *e == Event::Stalled)
+            .count()
+    };
+    let heard = |sim: &Sim| {
+        sim.nodes[0]
+            .ep
+            .session(session_id(0, 1))
+            .unwrap()
+            .last_heard()
+    };
+    let mut revived = sim.net.now;
+    for round in 1..=2usize {
+        // Until the peer was heard since it came back, with messages still to go.
+        while heard(&sim) <= revived {
+            assert!(sim.step());
+        }
+        assert!(!sim.done());
+        sim.nodes[1].alive = false;
+        let until = sim.net.now + 5 * STALL;
+        while sim.net.now < until {
+            assert!(sim.step());
+        }
+        // Events are taken at the start of a step.
+        assert!(sim.step());
+        assert_eq!(count(&sim), round, "round {round}");
+        sim.nodes[1].alive = true;
+        revived = sim.net.now;
+    }
+    sim.run(Duration::from_secs(5));
+    assert!(
+        sim.done(),
+        "every message delivered after the peer came back"
+    );
+    assert_eq!(count(&sim), 2);
+}

@@ -82,8 +82,11 @@ fn promotion(config: &Config, rails: &RdRails) -> policies::promote::Config {
     p
 }
 
+mod failover;
 #[cfg(test)]
 mod test_hooks;
+
+pub use failover::RailEvents;
 
 pub struct DataPath {
     /// A queue pair per rail.
@@ -93,6 +96,8 @@ pub struct DataPath {
     st: State,
     /// RC connections to the peers the promotion policy picks.
     paths: RcPaths<Role>,
+    /// Rails down for a peer, and what they handed back.
+    failover: failover::Failover,
     wcs: Vec<WorkCompletion>,
     /// Stamps the messages tests forge (`feed`).
     #[cfg(test)]
@@ -120,6 +125,10 @@ impl DataPath {
         };
         qc.rd.idle_timeout = config.peer_timeout;
         qc.rd.dormant_after = config.dormant_after;
+        if sockets.len() > 1 {
+            // Another rail can take what a silent one holds: keep it, and hear of the silence.
+            qc.rd.stall_after = Some(config.rail_timeout);
+        }
         if let Some(n) = config.datagram_size {
             qc.rd.max_datagram_size = n;
             qc.fit_mtu = false;
@@ -155,6 +164,7 @@ impl DataPath {
         st.peers.set_rails(rails.len());
         Ok(DataPath {
             paths,
+            failover: failover::Failover::new(rails.len(), config.rail_timeout),
             stripe: Striping::new(rails.len()),
             rails,
             st,
@@ -282,7 +292,7 @@ impl DataPath {
                     return Some(Rail(0));
                 };
                 if self.striped(s.to, recv_id.is_some(), &s.op) {
-                    let usable = self.st.peers.rails_to(s.to);
+                    let usable = self.st.peers.rails_up(s.to);
                     return self.stripe.pick(usable, |r| self.rails.has_room(r));
                 }
                 s.to
@@ -579,6 +589,7 @@ impl DataPath {
                         }
                     }
                 }
+                self.rail_events(rail, self.st.now);
                 self.flush_backlog();
                 if n < POLL_BATCH {
                     break;
@@ -586,6 +597,7 @@ impl DataPath {
             }
         }
         self.wcs = wcs;
+        self.probe_rails(self.st.now);
         self.progress_paths();
         if !self.st.rx.rndv.is_empty() || !self.st.tx.sends.is_empty() {
             self.st.timers(Instant::now());
@@ -682,12 +694,14 @@ impl DataPath {
         self.rails.stats()
     }
 
-    /// Each rail's transport counters, and what the striping sent over it.
-    pub fn rail_stats(&self) -> Vec<(iwarp::verbs::RdStats, path::stripe::LaneStats)> {
+    /// Each rail's transport counters, what the striping sent over it, and its failures.
+    pub fn rail_stats(&self) -> Vec<(iwarp::verbs::RdStats, path::stripe::LaneStats, RailEvents)> {
         self.rails
             .stats_by_rail()
             .into_iter()
             .zip(self.stripe.stats())
+            .zip(self.failover.by_rail.iter().copied())
+            .map(|((rd, lane), ev)| (rd, lane, ev))
             .collect()
     }
 
@@ -711,7 +725,8 @@ impl DataPath {
         // An acknowledgement owed is due now (the next pass sends it).
         let owed = self.st.peers.owing().then(Instant::now);
         let rc = self.paths.next_deadline().into_iter().chain(owed).min();
-        self.rails.next_deadline().into_iter().chain(rc).min()
+        let rails = self.rails.next_deadline().into_iter().chain(rc).min();
+        rails.into_iter().chain(self.failover.next_deadline()).min()
     }
 
     pub fn memory(&self) -> Memory {

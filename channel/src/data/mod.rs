@@ -453,6 +453,8 @@ mod path_tests;
 #[cfg(test)]
 mod push_tests;
 #[cfg(test)]
+mod rail_failure_tests;
+#[cfg(test)]
 mod rails_tests;
 #[cfg(test)]
 mod rma_tests;

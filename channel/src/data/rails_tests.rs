@@ -10,9 +10,9 @@ use crate::endpoint::Bind;
 use crate::params::Config;
 use crate::testutil::domain_with;
 
-const TWO: &str = "127.0.0.1,127.0.0.2";
+pub(super) const TWO: &str = "127.0.0.1,127.0.0.2";
 
-fn on(iface: &str) -> Config {
+pub(super) fn on(iface: &str) -> Config {
     Config {
         iface: Some(iface.into()),
         ..Config::default()
@@ -24,7 +24,7 @@ fn pair_on(a_iface: &str, b_iface: &str) -> (Side, Side) {
     pair_of(on(a_iface), on(b_iface))
 }
 
-fn pair_of(a: Config, b: Config) -> (Side, Side) {
+pub(super) fn pair_of(a: Config, b: Config) -> (Side, Side) {
     let (da, db) = (domain_with(a), domain_with(b));
     let (a, acq) = open_side(&da);
     let (b, bcq) = open_side(&db);
@@ -44,18 +44,18 @@ fn pair_of(a: Config, b: Config) -> (Side, Side) {
 }
 
 /// Data datagrams each rail of `s` sent, and the chunks the striping put on each.
-fn per_rail(s: &Side) -> Vec<(u64, u64)> {
+pub(super) fn per_rail(s: &Side) -> Vec<(u64, u64)> {
     s.ep.with_data(|d| {
         d.rail_stats()
             .iter()
-            .map(|(rd, lane)| (rd.data_sent, lane.chunks))
+            .map(|(rd, lane, _)| (rd.data_sent, lane.chunks))
             .collect()
     })
 }
 
 /// `n` rounds of a message each way: eager and rendezvous sizes mixed, each checked byte by
 /// byte, in order, with its tag and source.
-fn both_ways(a: &Side, b: &Side, rounds: usize) {
+pub(super) fn both_ways(a: &Side, b: &Side, rounds: usize) {
     let eager = Config::default().eager_size;
     let sizes = [1, eager, 4 * CHUNK + 3, 0, 2 << 20, 100];
     for round in 0..rounds {
@@ -177,42 +177,7 @@ fn a_rail_list_that_cannot_be_bound_is_refused() {
 fn one_tag_keeps_send_order_across_rails() {
     let (a, b) = pair_on(TWO, TWO);
     eager_and_rendezvous_intact_in_order((&a, &b));
-    let n = 120;
-    let size = |i: usize| if i % 3 == 2 { 2 * CHUNK + i } else { 1 + i };
-    let bufs: Vec<_> = (0..n)
-        .map(|i| recv(&b, 0, Kind::Tagged, 9, size(i), 1000 + i))
-        .collect();
-    for i in 0..n {
-        send(&a, 1, Kind::Tagged, 9, pattern(size(i), i as u8), i);
-        // Answers now and then, so both sides keep talking.
-        if i % 40 == 0 {
-            let _ = recv(&a, 1, Kind::Tagged, 10, 8, 5000 + i);
-            send(&b, 0, Kind::Tagged, 10, pattern(8, 1), 6000 + i);
-        }
-    }
-    let mut got = 0;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while got < n {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{got} of {n} received"
-        );
-        let mut c = None;
-        if b.cq.read(1, |_, x| c = Some(*x)).is_ok() {
-            let c = c.expect("one entry");
-            if c.op_context >= 6000 {
-                continue; // B's answer went
-            }
-            let i = c.op_context - 1000;
-            assert_eq!((c.len, c.tag, c.src), (size(i), 9, Some(0)));
-            assert!(
-                *bufs[i].lock() == pattern(size(i), i as u8),
-                "message {i} intact"
-            );
-            got += 1;
-        }
-        let _ = a.cq.read(0, |_, _| ());
-    }
+    one_tag_stream(&a, &b, 120);
     wait_idle(&a, &b, "A's sends");
     let rails = per_rail(&a);
     assert!(
@@ -247,5 +212,51 @@ fn a_connection_is_the_first_rails_lane() {
             rails[1].0 > 0 && rails[1].1 > 0,
             "{who}: and over rail 1: {rails:?}"
         );
+    }
+}
+
+/// `n` messages from A to B on one tag, eager and rendezvous alternating, each matched in send
+/// order and checked byte by byte, with B answering now and then.
+pub(super) fn one_tag_stream(a: &Side, b: &Side, n: usize) {
+    let size = |i: usize| if i % 3 == 2 { 2 * CHUNK + i } else { 1 + i };
+    let bufs: Vec<_> = (0..n)
+        .map(|i| recv(b, 0, Kind::Tagged, 9, size(i), 1000 + i))
+        .collect();
+    for i in 0..n {
+        send(a, 1, Kind::Tagged, 9, pattern(size(i), i as u8), i);
+        // Answers now and then, so both sides keep talking.
+        if i % 40 == 0 {
+            let _ = recv(a, 1, Kind::Tagged, 10, 8, 5000 + i);
+            send(b, 0, Kind::Tagged, 10, pattern(8, 1), 6000 + i);
+        }
+    }
+    let mut got = 0;
+    // A's own: every send, and every answer it took.
+    let (mut a_done, a_all) = (0, n + n.div_ceil(40));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while got < n || a_done < a_all {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{got} of {n} received"
+        );
+        let mut c = None;
+        if b.cq.read(1, |_, x| c = Some(*x)).is_ok() {
+            let c = c.expect("one entry");
+            if c.op_context >= 6000 {
+                continue; // B's answer went
+            }
+            let i = c.op_context - 1000;
+            assert_eq!((c.len, c.tag, c.src), (size(i), 9, Some(0)));
+            assert!(
+                *bufs[i].lock() == pattern(size(i), i as u8),
+                "message {i} intact"
+            );
+            got += 1;
+        }
+        match a.cq.read(1, |_, _| ()) {
+            Ok(_) => a_done += 1,
+            Err(e) if e.0 == FI_EAVAIL => panic!("A: {:?}", a.cq.read_err()),
+            Err(_) => {}
+        }
     }
 }

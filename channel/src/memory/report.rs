@@ -65,6 +65,14 @@ pub struct RailCounters {
     /// measured).
     pub chunks: u64,
     pub chunks_per_s: f64,
+    /// Times a peer was silent on it with messages outstanding for the rail timeout; times
+    /// it was taken as down for a peer, and found answering again; messages it gave back
+    /// that went again over another rail, and that failed with no rail left.
+    pub stalls: u64,
+    pub taken_down: u64,
+    pub back_up: u64,
+    pub moved: u64,
+    pub failed: u64,
 }
 
 #[derive(Debug, Serialize)]

@@ -37,7 +37,7 @@ use crate::peer::{PeerTable, SlotId};
 use crate::waiter::{Interest, Waiter, CONNECTIONS};
 pub use conn::{Conn, Unacked};
 use hello::Reason;
-pub use set::{ConnId, PathSet, Rail, Route};
+pub use set::{ConnId, PathSet, Rail, RailSet, Route};
 use setup::{Known, Pending, Setups, Stage};
 
 /// What the paths did, for the report.

@@ -12,6 +12,42 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Rail(pub u8);
 
+/// A set of rails (an endpoint has at most eight).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RailSet(pub u8);
+
+impl RailSet {
+    /// The first `n` rails.
+    pub fn first(n: usize) -> RailSet {
+        RailSet(((1u16 << n.min(8)) - 1) as u8)
+    }
+
+    pub fn contains(self, r: Rail) -> bool {
+        r.0 < 8 && self.0 & (1 << r.0) != 0
+    }
+
+    pub fn with(self, r: Rail) -> RailSet {
+        RailSet(self.0 | (1u8.checked_shl(u32::from(r.0)).unwrap_or(0)))
+    }
+
+    pub fn without(self, r: Rail) -> RailSet {
+        RailSet(self.0 & !(1u8.checked_shl(u32::from(r.0)).unwrap_or(0)))
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    /// The rails in the set, lowest first.
+    pub fn iter(self) -> impl Iterator<Item = Rail> {
+        (0..8u8).filter(move |&i| self.0 & (1 << i) != 0).map(Rail)
+    }
+}
+
 /// Rails that hold connections: a promoted peer is connected over the first rail.
 pub const CONN_RAILS: usize = 1;
 
@@ -110,6 +146,17 @@ mod tests {
     fn an_open_connection_is_taken_before_rd() {
         let mut p = PathSet::new();
         assert_eq!(p.route(Rail(0), |_| true), None, "no route known");
+        let r = RailSet::first(3);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [Rail(0), Rail(1), Rail(2)]);
+        assert_eq!(
+            r.without(Rail(1)).iter().collect::<Vec<_>>(),
+            [Rail(0), Rail(2)]
+        );
+        assert!(r.without(Rail(1)).with(Rail(1)) == r && !r.contains(Rail(3)));
+        assert_eq!(
+            (RailSet::first(8).len(), RailSet::first(0).is_empty()),
+            (8, true)
+        );
         p.set_qpn(5);
         assert_eq!(p.qpn(), Some(5));
         assert_eq!(p.route(Rail(1), |_| true), Some(Route::Rd(Rail(1))));

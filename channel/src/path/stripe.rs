@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::set::Rail;
+use super::set::{Rail, RailSet};
 
 /// A slow rail gets one chunk in this many, to measure it again.
 const PROBE_EVERY: u32 = 64;
@@ -57,16 +57,21 @@ impl Striping {
         }
     }
 
-    /// The rail for the next chunk to a peer reached over the first `usable` rails, among those
-    /// `room` says can take one now; `None` if none can.
-    pub fn pick(&mut self, usable: usize, room: impl Fn(Rail) -> bool) -> Option<Rail> {
-        let n = usable.min(self.lanes.len());
-        if n <= 1 {
-            return room(Rail(0)).then_some(Rail(0));
+    /// The rail for the next chunk to a peer reached over the rails `usable`, among those
+    /// `room` says can take one now; `None` if none can. Rails outside `usable` (down for this
+    /// peer, or not shared) do not count, nor does their rate.
+    pub fn pick(&mut self, usable: RailSet, room: impl Fn(Rail) -> bool) -> Option<Rail> {
+        let usable = RailSet(usable.0 & RailSet::first(self.lanes.len()).0);
+        if usable.len() <= 1 {
+            let only = usable.iter().next().unwrap_or(Rail(0));
+            return room(only).then_some(only);
         }
         self.picks = self.picks.wrapping_add(1);
-        let lanes = &self.lanes[..n];
-        let fastest = lanes.iter().map(|l| l.rate).fold(0.0, f64::max);
+        let lanes = &self.lanes;
+        let fastest = usable
+            .iter()
+            .map(|r| lanes[r.0 as usize].rate)
+            .fold(0.0, f64::max);
         let probe = self.picks.is_multiple_of(PROBE_EVERY);
         let slow = |l: &Lane| l.rate > 0.0 && l.rate * 4.0 < fastest;
         let finish = |l: &Lane| {
@@ -78,18 +83,19 @@ impl Striping {
             };
             f64::from(l.on_the_way + 1) / rate
         };
-        let mut best: Option<(usize, f64)> = None;
-        for (i, l) in lanes.iter().enumerate() {
-            if !room(Rail(i as u8)) || (slow(l) && !probe) {
+        let mut best: Option<(Rail, f64)> = None;
+        for r in usable.iter() {
+            let l = &lanes[r.0 as usize];
+            if !room(r) || (slow(l) && !probe) {
                 continue;
             }
             // A probe goes to the slow rail itself.
             let f = if probe && slow(l) { 0.0 } else { finish(l) };
             if best.is_none_or(|(_, b)| f < b) {
-                best = Some((i, f));
+                best = Some((r, f));
             }
         }
-        best.map(|(i, _)| Rail(i as u8))
+        best.map(|(r, _)| r)
     }
 
     /// A chunk was posted on `rail` at `now`.
@@ -129,6 +135,23 @@ impl Striping {
         }
     }
 
+    /// A chunk posted on `rail` was taken off it unacknowledged (the rail went down for its
+    /// peer): it no longer counts as on the way, nor towards the rail's rate.
+    pub fn lost(&mut self, rail: Rail, now: Instant) {
+        let Some(l) = self.lanes.get_mut(rail.0 as usize) else {
+            return;
+        };
+        if l.on_the_way == 0 {
+            return;
+        }
+        l.on_the_way -= 1;
+        if l.on_the_way == 0 {
+            if let Some(m) = l.mark.take() {
+                l.busy += now.saturating_duration_since(m);
+            }
+        }
+    }
+
     pub fn stats(&self) -> Vec<LaneStats> {
         self.lanes
             .iter()
@@ -157,7 +180,7 @@ mod tests {
         while sent < total || queue.iter().any(|q| !q.is_empty()) {
             // Keep 8 chunks on the way in all, as the endpoint's chunk window does.
             while sent < total && queue[0].len() + queue[1].len() < 8 {
-                let r = s.pick(2, |_| true).expect("room").0 as usize;
+                let r = s.pick(RailSet::first(2), |_| true).expect("room").0 as usize;
                 let last = queue[r].back().copied().unwrap_or(now).max(now);
                 queue[r].push_back(last + per_chunk[r]);
                 s.sent(Rail(r as u8), now);
@@ -194,11 +217,36 @@ mod tests {
     #[test]
     fn one_rail_or_no_room() {
         let mut s = Striping::new(3);
-        assert_eq!(s.pick(1, |_| true), Some(Rail(0)));
-        assert_eq!(s.pick(1, |_| false), None);
-        assert_eq!(s.pick(3, |r| r == Rail(2)), Some(Rail(2)));
-        assert_eq!(s.pick(3, |_| false), None);
+        let (one, three) = (RailSet::first(1), RailSet::first(3));
+        assert_eq!(s.pick(one, |_| true), Some(Rail(0)));
+        assert_eq!(s.pick(one, |_| false), None);
+        assert_eq!(s.pick(three, |r| r == Rail(2)), Some(Rail(2)));
+        assert_eq!(s.pick(three, |_| false), None);
+        // Rails down for the peer are not picked, nor is a lone one left over them.
+        assert_eq!(
+            s.pick(three.without(Rail(0)).without(Rail(1)), |_| true),
+            Some(Rail(2))
+        );
+        for _ in 0..10 {
+            assert_ne!(s.pick(three.without(Rail(1)), |_| true), Some(Rail(1)));
+        }
+        // A rail slow beside one that is down is the fastest there is.
+        let mut s = Striping::new(3);
+        s.lanes[1].rate = 1e6;
+        s.lanes[0].rate = 1.0;
+        for _ in 0..2 * PROBE_EVERY {
+            assert_eq!(
+                s.pick(three.without(Rail(1)).without(Rail(2)), |_| true),
+                Some(Rail(0))
+            );
+            assert_eq!(
+                s.pick(RailSet::first(2).without(Rail(1)).with(Rail(2)), |_| true)
+                    .map(|r| r.0 != 1),
+                Some(true)
+            );
+        }
         // Acknowledgements for what was never sent change nothing.
+        let mut s = Striping::new(3);
         s.done(Rail(1), Instant::now());
         s.done(Rail(7), Instant::now());
         assert_eq!(s.stats()[1], LaneStats::default());

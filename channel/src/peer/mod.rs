@@ -30,7 +30,7 @@ use std::time::Instant;
 use crate::addr::{EpName, MoreRails};
 use crate::hash::{map_bytes, Index, Map};
 use crate::matching::PeerId;
-use crate::path::set::{PathSet, Rail};
+use crate::path::set::{PathSet, Rail, RailSet};
 pub use header::{Repr as PeerHeader, LEN as HEADER};
 use iwarp::verbs::AddressHandle;
 use order::{Reorder, Turn, FIRST};
@@ -172,6 +172,9 @@ pub struct PeerTable {
     /// too), and the ingress lookup for their addresses: a one-rail job keeps both empty.
     more: Map<u32, MoreRails>,
     by_rail: Map<SocketAddr, u32>,
+    /// The rails taken as down for a peer (silent there with messages outstanding), by slot:
+    /// empty while every rail answers.
+    down: Map<u32, RailSet>,
     pub stats: PeerStats,
 }
 
@@ -195,6 +198,7 @@ impl PeerTable {
             rails: 1,
             more: Map::default(),
             by_rail: Map::default(),
+            down: Map::default(),
             stats: PeerStats::default(),
         }
     }
@@ -325,9 +329,49 @@ impl PeerTable {
         theirs.min(self.rails())
     }
 
+    /// The rails our datagrams to slot `id`'s peer may take now: those of [`rails_to`] not
+    /// taken as down. Never empty: the last rail up is not taken down (a peer silent on
+    /// every rail fails by the peer timeout instead).
+    ///
+    /// [`rails_to`]: PeerTable::rails_to
+    pub fn rails_up(&self, id: SlotId) -> RailSet {
+        let shared = RailSet::first(self.rails_to(id));
+        match self.down.get(&id.0) {
+            Some(d) => RailSet(shared.0 & !d.0),
+            None => shared,
+        }
+    }
+
+    /// Takes `rail` as down for slot `id`'s peer, unless it is the last one up; whether it
+    /// was taken down.
+    pub fn set_rail_down(&mut self, id: SlotId, rail: Rail) -> bool {
+        let up = self.rails_up(id);
+        if !up.contains(rail) || up.without(rail).is_empty() {
+            return false;
+        }
+        let d = self.down.entry(id.0).or_default();
+        *d = d.with(rail);
+        true
+    }
+
+    /// `rail` answers slot `id`'s peer again.
+    pub fn set_rail_up(&mut self, id: SlotId, rail: Rail) {
+        if let Some(d) = self.down.get_mut(&id.0) {
+            *d = d.without(rail);
+            if d.is_empty() {
+                self.down.remove(&id.0);
+            }
+        }
+    }
+
+    /// The peers with rails down, and which.
+    pub fn rails_down(&self) -> Vec<(SlotId, RailSet)> {
+        self.down.iter().map(|(&s, &d)| (SlotId(s), d)).collect()
+    }
+
     /// The rail for slot `id`'s messages (all but rendezvous data, which is striped): the same
     /// at both ends of a pair, and spread over the rails across pairs, so that each rail
-    /// carries a share of a rank's peers.
+    /// carries a share of a rank's peers. While that rail is down, the lowest one up.
     pub fn home_rail(&self, id: SlotId) -> Rail {
         let n = self.rails_to(id);
         if n == 1 {
@@ -335,7 +379,12 @@ impl PeerTable {
         }
         let s = self.at(id);
         let pair = (self.epoch ^ s.seq.epoch).wrapping_mul(0x9e37_79b1) >> 16;
-        Rail((pair % n as u32) as u8)
+        let home = Rail((pair % n as u32) as u8);
+        let up = self.rails_up(id);
+        match up.contains(home) {
+            true => home,
+            false => up.iter().next().unwrap_or(home),
+        }
     }
 
     /// The slot of the address vector's handle `h`, if it was bound ([`PeerTable::bind`])
@@ -649,6 +698,7 @@ impl PeerTable {
             + self.reorder_bytes
             + map_bytes(&self.more)
             + map_bytes(&self.by_rail)
+            + map_bytes(&self.down)
     }
 }
 

@@ -142,6 +142,18 @@ fn rails_are_used_once_the_peer_knows_us_and_pairs_spread_over_them() {
     let route = a.rd_route(ab, Rail(1)).unwrap();
     assert_eq!((route.addr, route.qpn), (nb.rail(1).unwrap().udp_addr(), 3));
     assert_eq!(a.name(ab), Some(nb));
+    // A rail taken down is left for the other, for that peer alone; the last one stays up.
+    let home = a.home_rail(ab);
+    let other = Rail(1 - home.0);
+    assert!(a.set_rail_down(ab, home));
+    assert_eq!(a.home_rail(ab), other);
+    assert_eq!(a.rails_up(ab), RailSet::first(2).without(home));
+    assert!(!a.set_rail_down(ab, other), "the last rail up");
+    assert!(!a.set_rail_down(ab, home), "already down");
+    assert_eq!(a.rails_down(), [(ab, RailSet(0).with(home))]);
+    a.set_rail_up(ab, home);
+    assert_eq!((a.home_rail(ab), a.rails_up(ab)), (home, RailSet::first(2)));
+    assert!(a.rails_down().is_empty());
     // B restarts: its new incarnation has yet to learn A's name.
     let mut b2 = PeerTable::new(201);
     let b2a = b2.slot(na.udp_addr());

@@ -71,6 +71,11 @@ impl DatagramSocket {
         self.sink.get_or_insert_default();
     }
 
+    /// Sends datagrams again (what the null link kept is dropped).
+    pub(crate) fn restore_link(&mut self) {
+        self.sink = None;
+    }
+
     /// The datagrams the null link kept, oldest first.
     pub(crate) fn take_sent(&mut self) -> Sent {
         self.sink

@@ -55,8 +55,8 @@ pub use qp::{Qp, QueuePair, RcCore, RcQp, RdCore, RdQp, UdCore, UdQp};
 pub use rc::RcSettings;
 pub use rc_setup::RcSetup;
 pub use rd::{
-    same_host, RdMemory, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_OWNED_MIN, RD_SOCKET_BUFFER,
-    SEGMENT_HEAD,
+    same_host, RdMemory, RdReceiver, RdReturned, RdStats, RD_MAX_MESSAGE, RD_OWNED_MIN,
+    RD_SOCKET_BUFFER, SEGMENT_HEAD,
 };
 #[doc(hidden)]
 pub use rd::{RdHello, RdHelloKind, RD_HELLO_LEN};

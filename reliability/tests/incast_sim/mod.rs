@@ -617,7 +617,7 @@ impl Sim {
                     assert_eq!(u64::from(m.0.wrapping_sub(self.isn)), t.acked, "sender {s}");
                     t.acked += 1;
                 }
-                Event::Writable => {}
+                Event::Writable | Event::Stalled => {}
                 Event::PeerFailed { .. } => panic!("sender {s}: the root failed"),
             }
         }

@@ -615,7 +615,7 @@ impl Sim {
                         ob.acked += 1;
                     }
                     Event::PeerFailed { unacked } => ob.failed = Some(unacked),
-                    Event::Writable => {}
+                    Event::Writable | Event::Stalled => {}
                 }
             }
             while let Some(s) = node.ep.poll_dormant() {

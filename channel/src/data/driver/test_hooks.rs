@@ -6,6 +6,16 @@ use std::time::Instant;
 use super::*;
 
 impl DataPath {
+    /// Datagrams rail `rail` sends from now on go nowhere, as over a link that is down.
+    pub(crate) fn cut_rail(&mut self, rail: Rail) {
+        self.rails.qp(rail).null_link();
+    }
+
+    /// Rail `rail`'s datagrams go out again.
+    pub(crate) fn mend_rail(&mut self, rail: Rail) {
+        self.rails.qp(rail).restore_link();
+    }
+
     pub(crate) fn set_stall_limit(&mut self, limit: std::time::Duration) {
         self.st.cfg.stall_limit = limit;
         self.st.live.next_check = Instant::now();

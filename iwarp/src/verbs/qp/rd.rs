@@ -8,7 +8,9 @@ use std::time::Instant;
 use socket2::SockRef;
 
 use super::super::fault::FaultStats;
-use super::super::rd::{RdMemory, RdPath, RdReceiver, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER};
+use super::super::rd::{
+    RdMemory, RdPath, RdReceiver, RdReturned, RdStats, RD_MAX_MESSAGE, RD_SOCKET_BUFFER,
+};
 use super::super::{
     AddressHandle, QpConfig, QpState, QpType, RdSessionStats, RttStats, SendWr, SendWrOwned,
     SessionIds, VerbsError,
@@ -166,6 +168,58 @@ impl RdQp {
         }
     }
 
+    /// With [`stall_after`](reliability::Config::stall_after) set in `QpConfig::rd` (hand-back
+    /// on): the sends of sessions that ended since the last call, handed back whole instead of
+    /// failed, appended to `out` oldest first per peer. Poll it after `poll_cq`.
+    pub fn take_returned(&mut self, out: &mut Vec<RdReturned>) {
+        if let Some(rd) = &mut self.service.path {
+            rd.take_returned(out);
+        }
+    }
+
+    /// With hand-back on: the peers whose sessions were reported stalled since the last call
+    /// (silent past `stall_after` with sends outstanding), appended to `out`.
+    pub fn take_stalled(&mut self, out: &mut Vec<SocketAddr>) {
+        if let Some(rd) = &mut self.service.path {
+            rd.take_stalled(out);
+        }
+    }
+
+    /// Ends the session with the peer at `addr`: its sends are handed back (hand-back on) or
+    /// fail with `TransportError`. A later send, or [`RdQp::probe`], greets it afresh.
+    /// Whether the peer was known.
+    pub fn give_up(&mut self, addr: SocketAddr) -> bool {
+        if self.core.state != QpState::Rts {
+            return false;
+        }
+        match &mut self.service.path {
+            Some(rd) => rd.give_up(&mut self.core.queues, addr),
+            None => false,
+        }
+    }
+
+    /// Greets the queue pair at `ah` unless a session or a handshake with it exists; it
+    /// retries as a handshake does, until the peer timeout. [`RdQp::is_open`] tells when it
+    /// answered.
+    pub fn probe(&mut self, ah: AddressHandle) -> Result<(), VerbsError> {
+        self.core.require("probe", QpState::Rts)?;
+        match &mut self.service.path {
+            Some(rd) => {
+                rd.probe(&mut self.core.queues, ah);
+                Ok(())
+            }
+            None => Err(self.core.invalid_state("probe")),
+        }
+    }
+
+    /// Whether a session with the peer at `addr` is open (its handshake done).
+    pub fn is_open(&self, addr: SocketAddr) -> bool {
+        self.service
+            .path
+            .as_ref()
+            .is_some_and(|rd| rd.is_open(addr))
+    }
+
     /// Test support, for forging peers without a network: handles `data` as if it had just
     /// been read off the socket from `src` (HELLOs, the engine, completions, then the ACKs
     /// and sends a batch's end lets go). Posted-receive mode. Does nothing before the socket
@@ -217,6 +271,15 @@ impl RdQp {
     pub fn null_link(&mut self) {
         if let Some(rd) = &mut self.service.path {
             rd.null_link();
+        }
+    }
+
+    /// Test support: undoes [`RdQp::null_link`]: datagrams go out again (those kept are
+    /// dropped, as a link that was down lost them).
+    #[doc(hidden)]
+    pub fn restore_link(&mut self) {
+        if let Some(rd) = &mut self.service.path {
+            rd.restore_link();
         }
     }
 

@@ -14,22 +14,26 @@
 //!
 //! The files are floors, each using only those below it. At the bottom, the pieces: the
 //! transmit queue ([`tx`]), the receive ring ([`ring`]), buffer reuse ([`pool`], [`copies`]),
-//! connected sockets ([`conn`]), the handshake's datagrams ([`hello`]), counters ([`stats`]);
+//! connected sockets ([`conn`]), the handshake's datagrams ([`hello`]), counters ([`stats`]),
+//! what is handed back to the caller ([`returned`]);
 //! then the receive state of one peer and the receiver sinks ([`rx`]), a peer's whole state
 //! ([`peer`]: an always-present compact entry and an active part only a peer with work holds),
 //! the table of peers ([`table`]: a slab found by address and by session id), the queue pair's
 //! own ([`path`]: the transmit loop, idle peers' retirement), the
 //! handshake and sessions ([`sessions`]), the send path ([`send`]), progress ([`progress`]:
-//! reading, engine events, timers) and the memory ledger ([`memory`]).
+//! reading, engine events, timers), hand-back ([`handback`]: a silent peer reported, its sends
+//! returned whole, a probe to greet it again) and the memory ledger ([`memory`]).
 
 mod conn;
 mod copies;
+mod handback;
 mod hello;
 mod memory;
 mod path;
 mod peer;
 mod pool;
 mod progress;
+mod returned;
 mod ring;
 mod rx;
 mod send;
@@ -47,6 +51,7 @@ pub use memory::RdMemory;
 pub(crate) use path::RdPath;
 pub use path::RD_SOCKET_BUFFER;
 pub use peer::same_host;
+pub use returned::Returned as RdReturned;
 pub use rx::{RdReceiver, RD_MAX_MESSAGE, SEGMENT_HEAD};
 pub use send::RD_OWNED_MIN;
 pub use stats::RdStats;

@@ -92,6 +92,9 @@ pub(crate) struct RdPath {
     /// Ask peers on this host for a CRC32c too ([`QpConfig::crc_same_host`], or a fault
     /// layer, which stands for a wire).
     pub(super) crc_same_host: bool,
+    /// Sends of sessions that end go back to the caller, and stalls are reported
+    /// ([`RdConfig::stall_after`](reliability::Config::stall_after) set): `None` otherwise.
+    pub(super) handback: Option<Box<super::returned::Handback>>,
 }
 
 impl RdPath {
@@ -163,6 +166,7 @@ impl RdPath {
             connect_left,
             send_buffer,
             crc_same_host,
+            handback: config.rd.stall_after.map(|_| Box::default()),
         })
     }
 
@@ -334,6 +338,11 @@ impl RdPath {
     pub(crate) fn null_link(&mut self) {
         self.sock.null_link();
         self.connect_left = 0;
+    }
+
+    /// Undoes [`RdPath::null_link`]; peers keep sharing the socket.
+    pub(crate) fn restore_link(&mut self) {
+        self.sock.restore_link();
     }
 
     pub(crate) fn take_sent(&mut self) -> Vec<(SocketAddr, Vec<u8>)> {

@@ -34,19 +34,25 @@ pub(super) struct Inflight {
     /// The queue pair's copy of the message, shared with the engine, to be reused once
     /// acknowledged (none when the caller handed its buffer over).
     pub(super) pooled: Option<Bytes>,
+    /// The message as offered (head, data), kept while the queue pair hands back the sends of
+    /// a session that ends (hand-back, for a caller with another way to the peer).
+    pub(super) kept: Option<Box<(Bytes, Bytes)>>,
 }
 
 impl OutMsg {
     /// Hands the message to the engine; a refused one comes back whole, with the reason.
+    /// `keep`: the message is kept whole until acknowledged, to be handed back.
     pub(super) fn offer(
         self,
         engine: &mut reliability::Endpoint,
         local_id: u32,
         now: Instant,
+        keep: bool,
     ) -> Result<Inflight, (SendError, OutMsg)> {
         // Only a buffer worth reusing is kept: the first clone of a fresh `Bytes` allocates.
-        let keep =
+        let pool =
             (self.pooled && super::pool::worth_pooling(self.data.len())).then(|| self.data.clone());
+        let kept = keep.then(|| Box::new((self.head.clone(), self.data.clone())));
         let OutMsg {
             wr_id,
             len,
@@ -62,7 +68,8 @@ impl OutMsg {
                 wr_id,
                 len,
                 signaled,
-                pooled: keep,
+                pooled: pool,
+                kept,
             }),
             Err(r) => Err((
                 r.error,
@@ -267,6 +274,36 @@ impl Peer {
         }
         for m in a.waiting.drain(..) {
             q.send_failed(m.wr_id, m.len, status);
+        }
+    }
+
+    /// Hands every send to this peer back whole, oldest first, without a completion (their
+    /// send slots are free again); one the engine took without a kept copy fails as in
+    /// [`Peer::fail_sends`].
+    pub(super) fn give_back_sends(
+        &mut self,
+        q: &mut WorkQueues,
+        out: &mut Vec<super::returned::Returned>,
+    ) {
+        let Some(a) = &mut self.active else { return };
+        let addr = self.ah.addr;
+        for f in a.inflight.drain(..) {
+            match f.kept {
+                Some(k) => {
+                    q.unreserve_send();
+                    let (head, data) = *k;
+                    out.push(super::returned::Returned::new(
+                        addr, f.wr_id, f.signaled, head, data,
+                    ));
+                }
+                None => q.send_failed(f.wr_id, f.len, WcStatus::TransportError),
+            }
+        }
+        for m in a.waiting.drain(..) {
+            q.unreserve_send();
+            out.push(super::returned::Returned::new(
+                addr, m.wr_id, m.signaled, m.head, m.data,
+            ));
         }
     }
 }

@@ -441,6 +441,7 @@ impl RdPath {
                     self.stats.peer_failures += 1;
                     self.fail_peer(q, i);
                 }
+                Event::Stalled => self.stalled(i),
             }
         }
     }
@@ -460,7 +461,7 @@ impl RdPath {
                 continue;
             };
             while let Some(m) = a.waiting.pop_front() {
-                match m.offer(&mut self.endpoint, local_id, now) {
+                match m.offer(&mut self.endpoint, local_id, now, self.handback.is_some()) {
                     Ok(f) => a.inflight.push_back(f),
                     Err((SendError::WouldBlock | SendError::PeerFailed, m)) => {
                         a.waiting.push_front(m);

@@ -172,7 +172,7 @@ impl RdPath {
         let a = p.active();
         match open {
             true if a.waiting.is_empty() => {
-                match out.offer(&mut self.endpoint, local_id, now) {
+                match out.offer(&mut self.endpoint, local_id, now, self.handback.is_some()) {
                     Ok(f) => a.inflight.push_back(f),
                     Err((SendError::WouldBlock | SendError::PeerFailed, out)) => {
                         a.waiting.push_back(out)

@@ -170,8 +170,16 @@ impl RdPath {
         }
         self.tx.forget(p.ah.addr);
         // Those not yet offered fail too: a caller told that one part of its data failed may
-        // take back the buffer the other parts lend from.
-        p.fail_sends(q, WcStatus::TransportError);
+        // take back the buffer the other parts lend from. A caller with another way to the
+        // peer gets them back instead.
+        match &mut self.handback {
+            Some(hb) => {
+                let before = hb.returned.len();
+                p.give_back_sends(q, &mut hb.returned);
+                self.stats.sends_handed_back += (hb.returned.len() - before) as u64;
+            }
+            None => p.fail_sends(q, WcStatus::TransportError),
+        }
         if let Some(a) = &mut p.active {
             a.rx.unbind_all(q);
         }

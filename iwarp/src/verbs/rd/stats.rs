@@ -77,6 +77,10 @@ pub struct RdStats {
     pub handshake_failures: u64,
     /// Sessions failed by the engine (a peer silent past the limit).
     pub peer_failures: u64,
+    /// Sessions reported silent past `stall_after` with sends outstanding.
+    pub stalls: u64,
+    /// Sends handed back whole when their session ended (hand-back on).
+    pub sends_handed_back: u64,
     /// Datagrams set aside unread until receives were posted.
     pub parked: u64,
     /// Datagrams refused before the engine saw them, for lack of receives with the set-aside
@@ -156,6 +160,8 @@ impl std::ops::AddAssign for RdStats {
         self.dropped_unknown_session += o.dropped_unknown_session;
         self.handshake_failures += o.handshake_failures;
         self.peer_failures += o.peer_failures;
+        self.stalls += o.stalls;
+        self.sends_handed_back += o.sends_handed_back;
         self.parked += o.parked;
         self.refused += o.refused;
         self.stashed += o.stashed;
