@@ -402,6 +402,29 @@ fn size_at_most(src: &dyn ParamSource, name: &str, max: usize, field: &mut usize
     }
 }
 
+/// Takes milliseconds parameter `name` into `field` if it is within `range`; else warns and
+/// keeps the default.
+fn millis_in(
+    src: &dyn ParamSource,
+    name: &str,
+    range: std::ops::RangeInclusive<i64>,
+    field: &mut Duration,
+) {
+    if let Some(ParamValue::Int(ms)) = src.get(spec(name)) {
+        if range.contains(&ms) {
+            *field = Duration::from_millis(ms as u64);
+        } else {
+            diag!(
+                Warn,
+                Core,
+                "FI_DIWARP_{}={ms} is outside {range:?}; using {:?}",
+                name.to_uppercase(),
+                *field
+            );
+        }
+    }
+}
+
 impl Config {
     pub fn from_source(src: &dyn ParamSource) -> Config {
         let mut c = Config::default();
@@ -411,42 +434,19 @@ impl Config {
             }
         }
         size_at_most(src, EAGER_SIZE, EAGER_MAX, &mut c.eager_size);
-        if let Some(ParamValue::Int(ms)) = src.get(spec(LINGER_MS)) {
-            if (0..=LINGER_MAX_MS).contains(&ms) {
-                c.linger = Duration::from_millis(ms as u64);
-            } else {
-                diag!(
-                    Warn,
-                    Core,
-                    "FI_DIWARP_LINGER_MS={ms} is outside 0..={LINGER_MAX_MS}; using {:?}",
-                    c.linger
-                );
-            }
-        }
-        if let Some(ParamValue::Int(ms)) = src.get(spec(PEER_TIMEOUT_MS)) {
-            if PEER_TIMEOUT_MS_RANGE.contains(&ms) {
-                c.peer_timeout = Duration::from_millis(ms as u64);
-            } else {
-                diag!(
-                    Warn,
-                    Core,
-                    "FI_DIWARP_PEER_TIMEOUT_MS={ms} is outside {PEER_TIMEOUT_MS_RANGE:?}; using {:?}",
-                    c.peer_timeout
-                );
-            }
-        }
-        if let Some(ParamValue::Int(ms)) = src.get(spec(RAIL_TIMEOUT_MS)) {
-            if RAIL_TIMEOUT_MS_RANGE.contains(&ms) {
-                c.rail_timeout = Duration::from_millis(ms as u64);
-            } else {
-                diag!(
-                    Warn,
-                    Core,
-                    "FI_DIWARP_RAIL_TIMEOUT_MS={ms} is outside {RAIL_TIMEOUT_MS_RANGE:?}; using {:?}",
-                    c.rail_timeout
-                );
-            }
-        }
+        millis_in(src, LINGER_MS, 0..=LINGER_MAX_MS, &mut c.linger);
+        millis_in(
+            src,
+            PEER_TIMEOUT_MS,
+            PEER_TIMEOUT_MS_RANGE,
+            &mut c.peer_timeout,
+        );
+        millis_in(
+            src,
+            RAIL_TIMEOUT_MS,
+            RAIL_TIMEOUT_MS_RANGE,
+            &mut c.rail_timeout,
+        );
         // Past the peer timeout a rail would never be left before its peer failed.
         c.rail_timeout = c.rail_timeout.min(c.peer_timeout / 2);
         if let Some(ParamValue::Int(ms)) = src.get(spec(DORMANT_MS)) {

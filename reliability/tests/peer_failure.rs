@@ -130,6 +130,15 @@ fn quiet_peer_is_not_failed() {
     );
 }
 
+/// How many stalls node 0 has reported.
+fn stalls(sim: &Sim) -> usize {
+    sim.nodes[0]
+        .events
+        .iter()
+        .filter(|(_, e)| *e == Event::Stalled)
+        .count()
+}
+
 /// A caller with another way to the peer hears of its silence early, once, and the session
 /// goes on: it still fails at the limit, and a peer heard again re-arms the report.
 #[test]
@@ -147,14 +156,7 @@ fn silent_peer_is_reported_stalled_once_before_it_fails() {
             assert!(sim.step());
         }
         // Traffic so far never went quiet long enough to be reported.
-        let stalled = |sim: &Sim| {
-            sim.nodes[0]
-                .events
-                .iter()
-                .filter(|(_, e)| *e == Event::Stalled)
-                .count()
-        };
-        assert_eq!(stalled(&sim), 0, "seed {seed}");
+        assert_eq!(stalls(&sim), 0, "seed {seed}");
         sim.nodes[1].alive = false;
         let died = sim.net.now;
         let mut stalled_at = None;
@@ -164,7 +166,7 @@ fn silent_peer_is_reported_stalled_once_before_it_fails() {
                 break;
             }
             assert!(more, "seed {seed}: no failure");
-            if stalled_at.is_none() && stalled(&sim) == 1 {
+            if stalled_at.is_none() && stalls(&sim) == 1 {
                 stalled_at = Some(sim.net.now);
             }
         }
@@ -181,7 +183,7 @@ fn silent_peer_is_reported_stalled_once_before_it_fails() {
             "seed {seed}: {seen:?}"
         );
         assert!(stalled_at - died <= STALL + config().max_rto, "seed {seed}");
-        assert_eq!(stalled(&sim), 1, "seed {seed}: reported more than once");
+        assert_eq!(stalls(&sim), 1, "seed {seed}: reported more than once");
     }
 }
 
@@ -196,13 +198,6 @@ fn a_stalled_peer_heard_again_is_reported_again_when_silent_again() {
     let mut sim = Sim::new(3, Faults::none(), gen(3), [cfg.clone(), cfg]);
     sim.connect(0, 1);
     sim.flow(0, 1, 200);
-    let count = |sim: &Sim| {
-        sim.nodes[0]
-            .events
-            .iter()
-            .filter(|(_, e)| *e == Event::Stalled)
-            .count()
-    };
     let heard = |sim: &Sim| {
         sim.nodes[0]
             .ep
@@ -224,7 +219,7 @@ fn a_stalled_peer_heard_again_is_reported_again_when_silent_again() {
         }
         // Events are taken at the start of a step.
         assert!(sim.step());
-        assert_eq!(count(&sim), round, "round {round}");
+        assert_eq!(stalls(&sim), round, "round {round}");
         sim.nodes[1].alive = true;
         revived = sim.net.now;
     }
@@ -233,5 +228,5 @@ fn a_stalled_peer_heard_again_is_reported_again_when_silent_again() {
         sim.done(),
         "every message delivered after the peer came back"
     );
-    assert_eq!(count(&sim), 2);
+    assert_eq!(stalls(&sim), 2);
 }

@@ -33,7 +33,7 @@ impl RdPath {
         let Some(i) = self.peers.find(addr) else {
             return false;
         };
-        self.wake(i, Instant::now());
+        // A dormant peer has nothing to hand back: closing drops its frozen words.
         self.fail_peer(q, i);
         true
     }
