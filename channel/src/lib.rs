@@ -59,4 +59,19 @@ mod testutil {
         let v = fi_version(1, 17);
         Domain::open(&fabric, v, &offer(v)).unwrap()
     }
+
+    /// A memory report, parsed, once it is found to follow `channel/mem-report.schema.json`
+    /// (as `scripts/mem-report --check` would find it).
+    pub fn valid_report(line: &str) -> serde_json::Value {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../mem-report.schema.json")).unwrap();
+        let report: serde_json::Value = serde_json::from_str(line).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&report)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        report
+    }
 }

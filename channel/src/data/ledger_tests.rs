@@ -609,7 +609,7 @@ fn sprayed_datagrams_are_counted_in_the_report() {
     let c = ok(next(&b, &a));
     assert_eq!((c.tag, c.len), (3, 70_000));
     assert!(*buf.lock() == pattern(70_000, 5));
-    let report: serde_json::Value = serde_json::from_str(&b.ep.memory_report("running")).unwrap();
+    let report = crate::testutil::valid_report(&b.ep.memory_report("running"));
     let qp = &report["counters"]["queue_pair"];
     let data = &report["counters"]["data"];
     let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}"));

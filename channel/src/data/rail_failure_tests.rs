@@ -106,6 +106,12 @@ fn a_rail_that_goes_silent_is_left_and_taken_back_once_it_answers() {
     }
     for s in [&a, &b] {
         assert_eq!(s.ep.data_stats().malformed, 0);
+        // The report carries what happened to the rail, in the schema users check it with.
+        let report = crate::testutil::valid_report(&s.ep.memory_report("running"));
+        let rail = &report["counters"]["rails"][1];
+        let ev = events(s, 1);
+        assert_eq!(rail["taken_down"].as_u64(), Some(ev.taken_down), "{rail}");
+        assert_eq!(rail["moved"].as_u64(), Some(ev.moved), "{rail}");
     }
 }
 
