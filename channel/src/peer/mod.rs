@@ -685,8 +685,28 @@ impl PeerTable {
     }
 
     /// The next held message of slot `id` whose turn has come.
+    ///
+    /// An ask for an acknowledgement that came with a message ahead of its turn was answered
+    /// (if at all) before the message was handed over, so the answer did not cover it; its
+    /// sender, waiting on its connection, would wait for a probe. Once the sequence passes
+    /// such messages, the peer is owed one again.
     pub fn ready(&mut self, id: SlotId) -> Option<Box<[u8]>> {
-        self.reorder(id, Reorder::ready)
+        let before = self.at(id).seq.rx.last();
+        let got = self.reorder(id, Reorder::ready);
+        if self.at(id).seq.rx.last() != before {
+            self.owe(id);
+        }
+        got
+    }
+
+    /// Slot `id`'s peer is owed an acknowledgement.
+    fn owe(&mut self, id: SlotId) {
+        let s = &mut self.slots[id.0 as usize];
+        s.flags |= OWED;
+        if s.flags & LISTED == 0 {
+            s.flags |= LISTED;
+            self.owing.push(id);
+        }
     }
 
     /// Heap bytes: the slots, the lookup, the owed list, and what each peer holds.
@@ -722,5 +742,7 @@ impl Slot {
     }
 }
 
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod tests;
