@@ -620,14 +620,8 @@ impl PeerTable {
         let turn = peer.rx.turn(h.seq);
         // Listed again whenever it asks: an acknowledgement owed while no path could carry
         // it (its connection had just gone) is owed still, and a later ask must reach the list.
-        let ask = h.flags & header::ACK_NOW != 0;
-        let list = ask && s.flags & LISTED == 0;
-        if ask {
-            s.flags |= OWED;
-        }
-        if list {
-            s.flags |= LISTED;
-            self.owing.push(id);
+        if h.flags & header::ACK_NOW != 0 {
+            self.owe(id);
         }
         if h.flags & header::ACK_ONLY != 0 {
             self.stats.acks_received += 1;
