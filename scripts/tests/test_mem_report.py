@@ -36,7 +36,7 @@ QP_COUNTERS = ["datagrams_sent", "datagrams_received", "datagrams_read", "data_s
                "messages_delivered", "srtt_us", "peers", "connected_peers", "crc_peers", "dormant_peers",
                "sessions_open", "sessions_frozen", "sessions_resumed", "control_sent",
                "control_received", "dropped_control", "dropped_malformed", "dropped_unknown_session",
-               "handshake_failures", "peer_failures", "parked", "refused", "stashed", "protocol_errors",
+               "handshake_failures", "peer_failures", "stalls", "sends_handed_back", "parked", "refused", "stashed", "protocol_errors",
                "send_errors", "connected_sends", "gso_sends", "gro_runs", "max_datagram_size"]
 
 
@@ -73,7 +73,8 @@ def full_report(pid, at="finalize", peers=3, faults=False):
                         "corrupted": 10} if faults else None),
             "progress_wakes": 1,
             "rails": [{"address": "10.0.0.1:40000", "data_sent": 7, "retransmits": 1, "datagrams_read": 9,
-                       "chunks": 3, "chunks_per_s": 1500.5}],
+                       "chunks": 3, "chunks_per_s": 1500.5, "stalls": 2, "taken_down": 1, "back_up": 1,
+                       "moved": 4, "failed": 0}],
         },
     }
 
