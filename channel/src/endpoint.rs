@@ -21,6 +21,7 @@ use crate::error::{Errno, Result};
 use crate::info::{negotiate, Info, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::memory::report::{Counters, Heap, RailCounters, Report, SCHEMA};
 use crate::memory::{self, Shared, Watch};
+use crate::path::Rail;
 use crate::progress::{Driven, Ticker, TICK};
 use crate::sys::*;
 
@@ -57,7 +58,8 @@ pub struct Endpoint {
     name: EpName,
     state: Mutex<State>,
     data: Mutex<DataPath>,
-    ticker: Mutex<Option<Ticker>>,
+    /// The progress thread, or one per rail (FI_DIWARP_RAIL_THREADS), the first rail's first.
+    tickers: Mutex<Vec<Ticker>>,
     /// Read without a lock on every data call.
     enabled: AtomicBool,
     /// Progress calls the application made; the thread stays out of its way while this moves.
@@ -148,7 +150,7 @@ impl Endpoint {
             name,
             state: Mutex::new(state),
             data: Mutex::new(data),
-            ticker: Mutex::new(None),
+            tickers: Mutex::new(Vec::new()),
             enabled: AtomicBool::new(false),
             polls: AtomicU64::new(0),
             arrivals: Mutex::new(arrivals),
@@ -263,23 +265,46 @@ impl Endpoint {
             every,
         );
         self.enabled.store(true, Ordering::Release);
-        // Without the thread, the endpoint still progresses whenever the application polls.
-        match Ticker::start(
-            Arc::downgrade(self),
-            std::mem::take(&mut *self.arrivals.lock()),
-        ) {
-            Ok(t) => {
-                self.data.lock().set_waiter(t.waiter());
-                *self.ticker.lock() = Some(t);
-            }
-            Err(e) => diag!(
-                Warn,
-                EpCtrl,
-                "no progress thread ({e}): progress only while the application polls"
-            ),
-        }
+        self.start_progress(std::mem::take(&mut *self.arrivals.lock()));
         drop(st);
         Ok(())
+    }
+
+    /// The progress thread over `arrivals` (one socket per rail), or with
+    /// FI_DIWARP_RAIL_THREADS and several rails one thread per rail. Without threads, the
+    /// endpoint still progresses whenever the application polls.
+    fn start_progress(self: &Arc<Self>, arrivals: Vec<UdpSocket>) {
+        let parts: Vec<(Vec<UdpSocket>, Option<u8>)> =
+            if self.domain.fabric.config.rail_threads && arrivals.len() > 1 {
+                (0u8..)
+                    .zip(arrivals)
+                    .map(|(r, s)| (vec![s], Some(r)))
+                    .collect()
+            } else {
+                vec![(arrivals, None)]
+            };
+        let mut tickers = self.tickers.lock();
+        for (socks, part) in parts {
+            match Ticker::start(Arc::downgrade(self), socks, part) {
+                Ok(t) => tickers.push(t),
+                Err(e) => diag!(
+                    Warn,
+                    EpCtrl,
+                    "no progress thread{} ({e}): progress only while the application polls",
+                    part.map_or(String::new(), |r| format!(" for rail {r}"))
+                ),
+            }
+        }
+        // The connections wake the thread that drives them (the first).
+        if let Some(t) = tickers.first() {
+            self.data.lock().set_waiter(t.waiter());
+        }
+    }
+
+    /// Stops the progress threads and waits for them.
+    fn stop_progress(&self) {
+        let tickers = std::mem::take(&mut *self.tickers.lock());
+        tickers.into_iter().for_each(Ticker::stop);
     }
 
     /// Progress calls the application made so far.
@@ -298,18 +323,20 @@ impl Endpoint {
     /// nothing to take (`taken`: datagrams read so far), so the next wait should not watch.
     pub(crate) fn try_progress_alone(
         &self,
+        part: Option<u8>,
         taken: &mut u64,
         woke_readable: bool,
     ) -> Option<(Instant, bool)> {
+        let part = part.map(Rail);
         let mut d = self.data.try_lock()?;
         self.wakes.fetch_add(1, Ordering::Relaxed);
-        d.progress();
+        d.progress_part(part);
         d.flush_acks();
-        let now_taken = d.datagrams_read();
+        let now_taken = d.datagrams_read_of(part);
         let stuck = woke_readable && now_taken == *taken;
         *taken = now_taken;
         let far = Instant::now() + self.tick();
-        let due = d.next_deadline().unwrap_or(far);
+        let due = d.next_deadline_of(part).unwrap_or(far);
         // Taken under the lock this thread already holds: it never waits for the application.
         let mem = self.sampling().then(|| d.memory());
         drop(d);
@@ -335,9 +362,7 @@ impl Endpoint {
     /// then answers nobody, as a stopped process would not.
     #[cfg(test)]
     pub(crate) fn stop_progress_thread(&self) {
-        if let Some(t) = self.ticker.lock().take() {
-            t.stop();
-        }
+        self.stop_progress();
     }
 
     /// Sets how long the progress thread sleeps at most while nothing is due.
@@ -399,9 +424,7 @@ impl Endpoint {
     /// endpoint's data is acknowledged: MPICH closes right after its last send, with no
     /// barrier, and the peer still needs those bytes (and our acknowledgements).
     pub fn shutdown(&self) {
-        if let Some(t) = self.ticker.lock().take() {
-            t.stop();
-        }
+        self.stop_progress();
         let linger = self.domain.fabric.config.linger;
         let start = Instant::now();
         let mut idle_since: Option<Instant> = None;
@@ -613,8 +636,13 @@ impl Driven for Endpoint {
     fn tick(&self) -> Duration {
         Endpoint::tick(self)
     }
-    fn try_progress_alone(&self, taken: &mut u64, woke_readable: bool) -> Option<(Instant, bool)> {
-        Endpoint::try_progress_alone(self, taken, woke_readable)
+    fn try_progress_alone(
+        &self,
+        part: Option<u8>,
+        taken: &mut u64,
+        woke_readable: bool,
+    ) -> Option<(Instant, bool)> {
+        Endpoint::try_progress_alone(self, part, taken, woke_readable)
     }
     fn report_if_due(&self, now: Instant) -> Option<Instant> {
         Endpoint::report_if_due(self, now)

@@ -59,6 +59,7 @@ pub const LINGER_MS: &str = "linger_ms";
 pub const PEER_TIMEOUT_MS: &str = "peer_timeout_ms";
 pub const DORMANT_MS: &str = "dormant_ms";
 pub const RAIL_TIMEOUT_MS: &str = "rail_timeout_ms";
+pub const RAIL_THREADS: &str = "rail_threads";
 pub const MEM_REPORT: &str = "mem_report";
 pub const MEM_REPORT_MS: &str = "mem_report_ms";
 pub const MEM_BUDGET: &str = "mem_budget";
@@ -116,6 +117,16 @@ pub const PARAMS: &[ParamSpec] = &[
                answers and then used again. In milliseconds, below FI_DIWARP_PEER_TIMEOUT_MS; \
                a peer silent on every rail still fails with FI_EIO after the peer timeout",
         default: ParamDefault::Value("1000"),
+    },
+    ParamSpec {
+        name: RAIL_THREADS,
+        kind: ParamKind::Bool,
+        help: "With several rails: 1 gives each rail a progress thread of its own, woken by \
+               that rail's arrivals and timers (the connections and the endpoint's own timers \
+               go with the first rail's); 0 keeps one progress thread over every rail. The \
+               threads share the endpoint's data path, so they wake apart but never make \
+               progress at once (figures: channel/BENCHMARKS.md, \"Rails\")",
+        default: ParamDefault::Value("0"),
     },
     ParamSpec {
         name: DORMANT_MS,
@@ -319,6 +330,8 @@ pub struct Config {
     /// With several rails, a peer silent on one this long while messages are outstanding
     /// there is taken to other rails (capped below `peer_timeout`).
     pub rail_timeout: Duration,
+    /// With several rails, a progress thread per rail rather than one for all.
+    pub rail_threads: bool,
     /// Quiet datagram peers fold into their dormant form after this long (`None`: never).
     pub dormant_after: Option<Duration>,
     pub mem_report: Option<String>,
@@ -347,6 +360,7 @@ impl Default for Config {
             linger: Duration::from_millis(2000),
             peer_timeout: Duration::from_millis(30_000),
             rail_timeout: RAIL_TIMEOUT,
+            rail_threads: false,
             dormant_after: Some(DORMANT_AFTER),
             mem_report: None,
             mem_report_every: None,
@@ -449,6 +463,9 @@ impl Config {
         );
         // Past the peer timeout a rail would never be left before its peer failed.
         c.rail_timeout = c.rail_timeout.min(c.peer_timeout / 2);
+        if let Some(ParamValue::Bool(on)) = src.get(spec(RAIL_THREADS)) {
+            c.rail_threads = on;
+        }
         if let Some(ParamValue::Int(ms)) = src.get(spec(DORMANT_MS)) {
             match ms {
                 0 => c.dormant_after = None,
@@ -605,6 +622,7 @@ mod tests {
             (LINGER_MS, ParamValue::Int(-5)),
             (PEER_TIMEOUT_MS, ParamValue::Int(5000)),
             (RAIL_TIMEOUT_MS, ParamValue::Int(4000)),
+            (RAIL_THREADS, ParamValue::Bool(true)),
             (DORMANT_MS, ParamValue::Int(0)),
             (MEM_REPORT, ParamValue::Str(String::new())),
             (MEM_REPORT_MS, ParamValue::Int(-1)),
@@ -623,6 +641,7 @@ mod tests {
             Duration::from_millis(2500),
             "capped at half the peer timeout"
         );
+        assert!(c.rail_threads && !Config::default().rail_threads);
         assert_eq!(c.dormant_after, None, "0 keeps peers awake");
         assert_eq!(c.mem_report, None);
         assert_eq!(c.mem_report_every, None);

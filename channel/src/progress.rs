@@ -37,17 +37,23 @@ pub trait Driven: Send + Sync + 'static {
     fn polls(&self) -> u64;
     /// How long the thread sleeps at most while nothing is due.
     fn tick(&self) -> Duration;
-    /// The thread's turn, if the data path is free: when something is next due, and whether a
-    /// wake by an arrival (`woke_readable`) found nothing to take (`taken`: datagrams read so
-    /// far), so the next wait should not watch.
-    fn try_progress_alone(&self, taken: &mut u64, woke_readable: bool) -> Option<(Instant, bool)>;
+    /// The thread's turn, if the data path is free, over its part of the endpoint (`Some(r)`:
+    /// rail `r` alone, and with rail 0 what is not a rail's): when something is next due, and
+    /// whether a wake by an arrival (`woke_readable`) found nothing to take (`taken`: datagrams
+    /// read so far), so the next wait should not watch.
+    fn try_progress_alone(
+        &self,
+        part: Option<u8>,
+        taken: &mut u64,
+        woke_readable: bool,
+    ) -> Option<(Instant, bool)>;
     /// A periodic report, if one is due at `now`; returns when the next one is.
     fn report_if_due(&self, now: Instant) -> Option<Instant>;
     /// Whether the thread's epoll set watches the connections for arrivals.
     fn watch_connections(&self, on: bool);
 }
 
-/// The progress thread of an enabled endpoint.
+/// A progress thread of an enabled endpoint: the endpoint's only one, or one rail's.
 #[derive(Debug)]
 pub struct Ticker {
     stop: Arc<AtomicBool>,
@@ -56,19 +62,21 @@ pub struct Ticker {
 }
 
 impl Ticker {
-    /// Starts the thread for `ep`, waiting on `arrivals` (a descriptor of each of the
-    /// endpoint's datagram sockets, one per rail); without them the thread runs on its timers
-    /// alone.
+    /// Starts the thread for `ep`'s `part` (`None`: all of it; `Some(r)`: rail `r`, see
+    /// [`Driven::try_progress_alone`]), waiting on `arrivals` (a descriptor of each datagram
+    /// socket of the part, one per rail); without them the thread runs on its timers alone.
     pub fn start<E: Driven>(
         ep: Weak<E>,
         arrivals: Vec<std::net::UdpSocket>,
+        part: Option<u8>,
     ) -> nix::Result<Ticker> {
         let stop = Arc::new(AtomicBool::new(false));
         let waiter = Arc::new(Waiter::new()?);
         let (flag, w) = (Arc::clone(&stop), Arc::clone(&waiter));
+        let name = part.map_or("diwarp-progress".into(), |r| format!("diwarp-rail{r}"));
         let thread = std::thread::Builder::new()
-            .name("diwarp-progress".into())
-            .spawn(move || run(&ep, &flag, &w, &arrivals))
+            .name(name)
+            .spawn(move || run(&ep, part, &flag, &w, &arrivals))
             .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EAGAIN)))?;
         Ok(Ticker {
             stop,
@@ -77,12 +85,12 @@ impl Ticker {
         })
     }
 
-    /// Stops the thread and waits for it.
     /// The thread's epoll set, for the data path to add its connections to.
     pub fn waiter(&self) -> Arc<Waiter> {
         Arc::clone(&self.waiter)
     }
 
+    /// Stops the thread and waits for it.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Release);
         self.waiter.wake();
@@ -92,6 +100,7 @@ impl Ticker {
 
 fn run<E: Driven>(
     ep: &Weak<E>,
+    part: Option<u8>,
     stop: &AtomicBool,
     waiter: &Waiter,
     arrivals: &[std::net::UdpSocket],
@@ -110,16 +119,21 @@ fn run<E: Driven>(
             seen = ep.polls();
             (now + APP_ACTIVE, false)
         } else {
-            match ep.try_progress_alone(&mut taken, woke_readable) {
+            match ep.try_progress_alone(part, &mut taken, woke_readable) {
                 Some((due, stuck)) => (due.min(now + ep.tick()), !stuck),
                 None => (now + Duration::from_micros(200), false),
             }
         };
+        // The rest of the endpoint goes with the first rail's thread.
+        let whole = part.is_none_or(|r| r == 0);
         // A report waits for the lock: the application may poll all the time.
-        let wake = ep.report_if_due(now).map_or(wake, |r| wake.min(r));
+        let report = whole.then(|| ep.report_if_due(now)).flatten();
+        let wake = report.map_or(wake, |r| wake.min(r));
         // Connections are watched when datagrams are (level-triggered, a connection the
         // application is reading would wake the thread over and over).
-        ep.watch_connections(watch);
+        if whole {
+            ep.watch_connections(watch);
+        }
         drop(ep);
         if woke_readable {
             paced_until = Some(now + ARRIVAL_PACE);

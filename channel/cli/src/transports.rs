@@ -26,7 +26,11 @@ pub struct Entry {
 }
 
 /// The variables the entries choose: cleared for every diwarp run, then set from the entry.
-pub const OWNED: [&str; 2] = ["FI_DIWARP_MODE", "FI_DIWARP_RC_MAX"];
+pub const OWNED: [&str; 3] = [
+    "FI_DIWARP_MODE",
+    "FI_DIWARP_RC_MAX",
+    "FI_DIWARP_RAIL_THREADS",
+];
 
 const fn e(
     name: &'static str,
@@ -49,6 +53,11 @@ const HYBRID: &[(&str, &str)] = &[("FI_DIWARP_MODE", "hybrid")];
 const RAILS1: &[(&str, &str)] = &[("FI_DIWARP_IFACE", "dw0")];
 const RAILS2: &[(&str, &str)] = &[("FI_DIWARP_IFACE", "dw0,dw1")];
 const RAILS3: &[(&str, &str)] = &[("FI_DIWARP_IFACE", "dw0,dw1,dw2")];
+// Two rails, a progress thread each.
+const RAILS2_THREADS: &[(&str, &str)] = &[
+    ("FI_DIWARP_IFACE", "dw0,dw1"),
+    ("FI_DIWARP_RAIL_THREADS", "1"),
+];
 
 /// Sorted by name, as `diwarp transports` lists them.
 pub static TABLE: &[Entry] = &[
@@ -71,6 +80,12 @@ pub static TABLE: &[Entry] = &[
     // One, two and three rails of the multirail test bed.
     e("mpich-diwarp-rails1", Mpi::Mpich, Transport::Diwarp, RAILS1),
     e("mpich-diwarp-rails2", Mpi::Mpich, Transport::Diwarp, RAILS2),
+    e(
+        "mpich-diwarp-rails2-threads",
+        Mpi::Mpich,
+        Transport::Diwarp,
+        RAILS2_THREADS,
+    ),
     e("mpich-diwarp-rails3", Mpi::Mpich, Transport::Diwarp, RAILS3),
     // Every peer over a TCP connection (iWARP/MPA).
     e("mpich-diwarp-rc", Mpi::Mpich, Transport::Diwarp, RC),
@@ -101,6 +116,12 @@ pub static TABLE: &[Entry] = &[
         Mpi::Openmpi,
         Transport::Diwarp,
         RAILS2,
+    ),
+    e(
+        "ompi-diwarp-rails2-threads",
+        Mpi::Openmpi,
+        Transport::Diwarp,
+        RAILS2_THREADS,
     ),
     e(
         "ompi-diwarp-rails3",

@@ -555,12 +555,23 @@ impl DataPath {
         }
     }
 
-    /// Drains the queue pair (which runs its I/O and timers, and lends arrivals to the state)
+    /// Drains the queue pairs (which run their I/O and timers, and lend arrivals to the state)
     /// and posts what waited for room.
     pub fn progress(&mut self) {
+        self.progress_part(None);
+    }
+
+    /// As [`Self::progress`], for one rail's progress thread (`Some(rail)`,
+    /// FI_DIWARP_RAIL_THREADS) or for all: the connections, rail probes and the endpoint's own
+    /// timers go with the first rail.
+    pub fn progress_part(&mut self, part: Option<Rail>) {
         self.flush_backlog();
         let mut wcs = std::mem::take(&mut self.wcs);
-        for r in 0..self.rails.len() {
+        let rails = match part {
+            None => 0..self.rails.len(),
+            Some(Rail(r)) => usize::from(r)..usize::from(r) + 1,
+        };
+        for r in rails {
             let rail = Rail(r as u8);
             loop {
                 wcs.clear();
@@ -597,6 +608,9 @@ impl DataPath {
             }
         }
         self.wcs = wcs;
+        if part.is_some_and(|r| r != Rail(0)) {
+            return;
+        }
         self.probe_rails(self.st.now);
         self.progress_paths();
         if !self.st.rx.rndv.is_empty() || !self.st.tx.sends.is_empty() {
@@ -721,11 +735,31 @@ impl DataPath {
         self.rails.datagrams_read()
     }
 
+    /// Datagrams read off one rail's socket, or all.
+    pub fn datagrams_read_of(&self, part: Option<Rail>) -> u64 {
+        part.map_or_else(
+            || self.rails.datagrams_read(),
+            |r| self.rails.datagrams_read_of(r),
+        )
+    }
+
     pub fn next_deadline(&self) -> Option<Instant> {
+        self.next_deadline_of(None)
+    }
+
+    /// When [`Self::progress_part`] of `part` next has something to do.
+    pub fn next_deadline_of(&self, part: Option<Rail>) -> Option<Instant> {
+        let rails = match part {
+            None => self.rails.next_deadline(),
+            Some(rail) => self.rails.next_deadline_of(rail),
+        };
+        if part.is_some_and(|r| r != Rail(0)) {
+            return rails;
+        }
         // An acknowledgement owed is due now (the next pass sends it).
         let owed = self.st.peers.owing().then(Instant::now);
         let rc = self.paths.next_deadline().into_iter().chain(owed).min();
-        let rails = self.rails.next_deadline().into_iter().chain(rc).min();
+        let rails = rails.into_iter().chain(rc).min();
         rails.into_iter().chain(self.failover.next_deadline()).min()
     }
 

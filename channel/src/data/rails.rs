@@ -100,12 +100,22 @@ impl RdRails {
         self.qps.iter().map(RdQp::datagrams_read).sum()
     }
 
+    pub fn datagrams_read_of(&self, rail: Rail) -> u64 {
+        self.qps
+            .get(usize::from(rail.0))
+            .map_or(0, RdQp::datagrams_read)
+    }
+
     pub fn work_queue_bytes(&self) -> usize {
         self.qps.iter().map(|q| q.work_queue_bytes()).sum()
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
         self.qps.iter().filter_map(|q| q.next_deadline()).min()
+    }
+
+    pub fn next_deadline_of(&self, rail: Rail) -> Option<Instant> {
+        self.qps.get(usize::from(rail.0))?.next_deadline()
     }
 
     pub fn stats(&self) -> RdStats {

@@ -3,11 +3,14 @@
 //! pair, and every message arrives intact and in order; a peer with fewer rails talks over the
 //! rails both have.
 
+use std::time::{Duration, Instant};
+
 use super::tests::*;
 use super::*;
 use crate::av::AddressVector;
 use crate::endpoint::Bind;
 use crate::params::Config;
+use crate::path::Rail;
 use crate::testutil::domain_with;
 
 pub(super) const TWO: &str = "127.0.0.1,127.0.0.2";
@@ -259,4 +262,59 @@ pub(super) fn one_tag_stream(a: &Side, b: &Side, n: usize) {
             Err(_) => {}
         }
     }
+}
+
+/// Names of this process's threads that start with `prefix`.
+fn threads_named(prefix: &str) -> Vec<String> {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|c| c.trim().to_string())
+        .filter(|c| c.starts_with(prefix))
+        .collect()
+}
+
+/// FI_DIWARP_RAIL_THREADS=1: a progress thread per rail. While neither application polls,
+/// the threads alone carry a striped rendezvous through (the second rail's chunks are read by
+/// the second rail's thread); with the application polling too, messages stay intact and in
+/// order.
+#[test]
+fn a_thread_per_rail_drives_each_rail() {
+    let threaded = || Config {
+        rail_threads: true,
+        ..on(TWO)
+    };
+    let (a, b) = pair_of(threaded(), threaded());
+    // A thread names itself once it runs.
+    let start = Instant::now();
+    let at_both_ends = |names: &[String]| {
+        ["diwarp-rail0", "diwarp-rail1"]
+            .iter()
+            .all(|r| names.iter().filter(|n| n == r).count() >= 2)
+    };
+    let mut names = threads_named("diwarp-rail");
+    while !at_both_ends(&names) {
+        assert!(start.elapsed() < Duration::from_secs(5), "{names:?}");
+        std::thread::sleep(Duration::from_millis(5));
+        names = threads_named("diwarp-rail");
+    }
+    let n = 3 << 20;
+    let buf = recv(&b, 0, Kind::Tagged, 9, n, 1);
+    send(&a, 1, Kind::Tagged, 9, pattern(n, 3), 2);
+    let start = Instant::now();
+    while per_rail(&a)[1].1 == 0 || b.ep.with_data(|d| d.datagrams_read_of(Some(Rail(1)))) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            per_rail(&a)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let c = ok(next(&b, &a));
+    assert_eq!((c.len, c.tag, c.src), (n, 9, Some(0)));
+    assert!(*buf.lock() == pattern(n, 3), "intact");
+    assert_eq!(ok(next(&a, &b)).op_context, 2, "the send completes");
+    both_ways(&a, &b, 2);
+    one_tag_stream(&a, &b, 60);
+    wait_idle(&a, &b, "A's sends");
 }
