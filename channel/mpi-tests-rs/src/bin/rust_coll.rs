@@ -32,6 +32,7 @@ fn barrier(t: &Test, c: &SimpleCommunicator, what: &str) {
         t.phase(&format!("{what}: barrier with rank {late} 150 ms late"));
         let mut entered = [0u64];
         if c.rank() == late {
+            t.waiting("nothing: this rank is late on purpose (150 ms)");
             std::thread::sleep(Duration::from_millis(150));
             entered[0] = now_us();
         }
