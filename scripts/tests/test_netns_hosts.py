@@ -105,12 +105,14 @@ def can_make_namespaces():
 
 @unittest.skipUnless(os.geteuid() == 0 and can_make_namespaces(), "needs root (network namespaces)")
 class Bed(unittest.TestCase):
-    RATE = 500_000_000
+    # Low enough that the measuring program, not the shaper, is never the bottleneck, even with
+    # both cores busy: the test is of the shaping.
+    RATE = 100_000_000
 
     @classmethod
     def setUpClass(cls):
         cls.name = f"dwrt{os.getpid()}"
-        r = run([HOSTS, "up", cls.name, "--rails", "2", "--rate", "500mbit"])
+        r = run([HOSTS, "up", cls.name, "--rails", "2", "--rate", "100mbit"])
         if r.returncode != 0:
             raise AssertionError(f"netns-hosts up failed:\n{r.stdout}\n{r.stderr}")
 
