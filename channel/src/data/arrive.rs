@@ -128,18 +128,41 @@ impl State {
         write: &[u8],
         len: usize,
     ) {
-        let Some(r) = self.rx.rndv.get_mut(&recv_id) else {
+        if self.place(from, recv_id, offset, write, len) {
+            self.count_arrived(recv_id, len);
+        }
+    }
+
+    /// Copies `write` to `offset` of rendezvous receive `recv_id`, if it is `from`'s and
+    /// `len` bytes there fit; counts a stray or malformed chunk otherwise.
+    pub(super) fn place(
+        &mut self,
+        from: SlotId,
+        recv_id: u64,
+        offset: u64,
+        write: &[u8],
+        len: usize,
+    ) -> bool {
+        let Some(r) = self.rx.rndv.get(&recv_id) else {
             self.stats.stray += 1;
-            return;
+            return false;
         };
         let d = &r.delivery;
         if r.from != from || !fits(d, offset, len) {
             self.stats.malformed += 1;
-            return;
+            return false;
         }
         d.recv.mem.write_at(d.offset + offset as usize, write);
+        true
+    }
+
+    /// `len` more bytes of rendezvous receive `recv_id` are in: it completes once all are.
+    pub(super) fn count_arrived(&mut self, recv_id: u64, len: usize) {
+        let Some(r) = self.rx.rndv.get_mut(&recv_id) else {
+            return;
+        };
         r.got += len;
-        if r.got >= d.placed {
+        if r.got >= r.delivery.placed {
             let r = self.end_rndv(recv_id).expect("present");
             self.finish_recv(r.kind, &r.delivery, true);
         }
@@ -180,5 +203,12 @@ impl State {
             }
             None => self.stats.push_dropped += u64::from(first),
         }
+    }
+
+    /// What rendezvous receive `recv_id` takes of `len` pushed bytes at `offset` (a short
+    /// receive takes fewer), if any.
+    pub(super) fn push_room(&self, recv_id: u64, offset: u64, len: usize) -> Option<usize> {
+        let r = self.rx.rndv.get(&recv_id)?;
+        room(&r.delivery, offset).map(|room| len.min(room))
     }
 }

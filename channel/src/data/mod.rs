@@ -391,8 +391,13 @@ enum Pushes {
 
 /// The part of pushed bytes at `offset` of the message that the receive has room for.
 fn clip<'a>(d: &Delivery<Recv>, offset: u64, bytes: &'a [u8]) -> Option<&'a [u8]> {
+    room(d, offset).map(|room| &bytes[..bytes.len().min(room)])
+}
+
+/// The bytes `d` takes from `offset` on, if any.
+fn room(d: &Delivery<Recv>, offset: u64) -> Option<usize> {
     let room = d.placed.checked_sub(usize::try_from(offset).ok()?)?;
-    (room > 0).then(|| &bytes[..bytes.len().min(room)])
+    (room > 0).then_some(room)
 }
 
 /// The (offset, length) of each chunk of `bytes`.

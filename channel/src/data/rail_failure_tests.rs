@@ -148,3 +148,53 @@ fn a_peer_silent_on_every_rail_fails_its_sends_with_eio_within_the_peer_timeout(
         "{ev:?}"
     );
 }
+
+/// At Ethernet's datagram size a chunk is cut into segments, each placed as it lands. A rail
+/// that fails while a chunk is half across leaves that copy cut short for good: the copy sent
+/// again over the other rail must still be taken (a chunk counts, and its number is settled,
+/// once it is whole), or the receive never completes.
+#[test]
+fn a_rail_that_fails_mid_chunk_leaves_no_receive_short() {
+    let segmented = || Config {
+        datagram_size: Some(1472),
+        ..config(Duration::from_secs(20))
+    };
+    let (a, b) = pair_of(segmented(), segmented());
+    both_ways(&a, &b, 1);
+    for round in 0..3u8 {
+        let n = 16 << 20;
+        let buf = recv(&b, 0, Kind::Tagged, 40, n, 1);
+        send(&a, 1, Kind::Tagged, 40, pattern(n, round), 2);
+        let rail1 = || b.ep.with_data(|d| d.datagrams_read_of(Some(Rail(1))));
+        let start = rail1();
+        // Mid-transfer: rail 1 carried some of it, and is still carrying.
+        while rail1() < start + 300 {
+            pump(&a, &b, Duration::from_micros(200));
+        }
+        set_rail(&a, Rail(1), false);
+        set_rail(&b, Rail(1), false);
+        let c = ok(next(&b, &a));
+        assert_eq!((c.len, c.tag, c.src), (n, 40, Some(0)), "round {round}");
+        assert!(*buf.lock() == pattern(n, round), "round {round}: intact");
+        assert_eq!(
+            ok(next(&a, &b)).op_context,
+            2,
+            "round {round}: the send completes"
+        );
+        no_errors(&a, "A");
+        no_errors(&b, "B");
+        assert!(
+            events(&a, 1).moved >= 1,
+            "round {round}: {:?}",
+            events(&a, 1)
+        );
+        set_rail(&a, Rail(1), true);
+        set_rail(&b, Rail(1), true);
+        pump(&a, &b, 3 * RAIL_TIMEOUT);
+        assert!(
+            events(&a, 1).back_up >= u64::from(round) + 1,
+            "{:?}",
+            events(&a, 1)
+        );
+    }
+}

@@ -39,8 +39,10 @@ impl RdReceiver for State {
     }
 
     /// A chunk cut into several datagrams (an MTU below the chunk) goes into the receive
-    /// segment by segment: no reassembly buffer, no second copy. Its number is settled with
-    /// its first segment; a duplicate is reassembled and dropped whole.
+    /// segment by segment: no reassembly buffer, no second copy. A duplicate of a chunk
+    /// already whole is reassembled and dropped whole. Its bytes count, and its number is
+    /// settled, only once it is whole ([`RdReceiver::segmented`]): a rail that fails mid-chunk
+    /// leaves it cut short, and the copy sent again over another rail must still be taken.
     fn segment(&mut self, src: SocketAddr, head: &[u8], offset: usize, bytes: &[u8]) -> bool {
         let Some(head) = head.get(peer::HEADER..) else {
             return false;
@@ -52,19 +54,29 @@ impl RdReceiver for State {
             return self.take_segment(from, head, offset, bytes);
         }
         let from = self.peers.slot(src);
-        let (verdict, seq, body) = self.peers.arrive(from, bytes);
-        let first = match verdict {
-            Verdict::Now | Verdict::Ahead => body,
-            Verdict::Dropped => return false,
+        let (verdict, _, body) = self.peers.arrive(from, bytes);
+        match verdict {
+            Verdict::Now | Verdict::Ahead => self.take_segment(from, head, 0, body),
+            Verdict::Dropped => false,
+        }
+    }
+
+    fn segmented(&mut self, src: SocketAddr, head: &[u8], len: usize) {
+        let Some(from) = self.peers.find(src) else {
+            return;
         };
-        if !self.take_segment(from, head, 0, first) {
-            return false;
+        let (verdict, seq, body) = self.peers.arrive(from, head);
+        if verdict == Verdict::Dropped {
+            // Another copy of it came whole first, and counted.
+            return;
+        }
+        if let Some(payload) = len.checked_sub(peer::HEADER) {
+            self.segments_whole(from, body, payload);
         }
         match verdict {
             Verdict::Now => self.hand_over_rest(from),
             _ => self.peers.taken_ahead(from, seq),
         }
-        true
     }
 
     /// A rendezvous chunk over a connection, whose receive is posted and has room for it, is
@@ -187,8 +199,27 @@ impl State {
         }
     }
 
-    /// A segment of a chunk, into its receive (see [`RdReceiver::segment`]); `head` and
-    /// `offset` are past the per-peer header.
+    /// The receive and offset a segmented chunk (`head`, past the per-peer header) goes to,
+    /// and whether it is pushed; `None` for a pushed one whose receive is not known (or
+    /// ended: a short receive is full) and for anything else.
+    fn chunk_target(&self, from: SlotId, head: &[u8]) -> Option<(u64, u64, bool)> {
+        match wire::parse(head) {
+            Ok((
+                _,
+                Msg::Data {
+                    recv_id, offset, ..
+                },
+            )) => Some((recv_id, offset, false)),
+            Ok((_, Msg::Push { handle, offset, .. })) => {
+                let recv_id = *self.rx.pushing_into.get(&(from, handle))?;
+                Some((recv_id, offset, true))
+            }
+            _ => None,
+        }
+    }
+
+    /// A segment of a chunk, copied into its receive (see [`RdReceiver::segment`]); `head`
+    /// and `offset` are past the per-peer header. Counted once the chunk is whole.
     pub(super) fn take_segment(
         &mut self,
         from: SlotId,
@@ -196,28 +227,10 @@ impl State {
         offset: usize,
         bytes: &[u8],
     ) -> bool {
-        let (recv_id, chunk_at, pushed) = match wire::parse(head) {
-            Ok((
-                _,
-                Msg::Data {
-                    recv_id, offset, ..
-                },
-            )) => (recv_id, offset, false),
-            Ok((
-                _,
-                Msg::Push {
-                    handle, offset: at, ..
-                },
-            )) => {
-                match self.rx.pushing_into.get(&(from, handle)) {
-                    Some(&recv_id) => (recv_id, at, true),
-                    None if offset == 0 => return false,
-                    // Taken, and its receive ended since (a short receive is full): counted
-                    // with the chunk's first segment.
-                    None => return true,
-                }
-            }
-            _ => return false,
+        let Some((recv_id, chunk_at, pushed)) = self.chunk_target(from, head) else {
+            // A pushed chunk taken, whose receive ended since, goes on being taken (and
+            // dropped); anything else is not taken.
+            return offset > 0;
         };
         if offset == 0 {
             self.heard_from(from);
@@ -227,13 +240,47 @@ impl State {
             Some(at) => (0, at),
             None => (wire::DATA_HEADER - offset, 0),
         };
-        match (bytes.get(skip..), chunk_at.checked_add(at as u64)) {
-            (Some(payload), Some(at)) if pushed => {
-                self.push_into(from, recv_id, at, payload, offset == 0)
+        let (Some(payload), Some(at)) = (bytes.get(skip..), chunk_at.checked_add(at as u64)) else {
+            self.stats.malformed += 1;
+            return true;
+        };
+        if pushed {
+            let room = self.push_room(recv_id, at, payload.len());
+            match room {
+                Some(n) => self.place(from, recv_id, at, &payload[..n], n),
+                None => false,
+            };
+            let first = u64::from(offset == 0);
+            match room {
+                Some(_) => self.stats.push_placed += first,
+                None => self.stats.push_dropped += first,
             }
-            (Some(payload), Some(at)) => self.on_data(from, recv_id, at, payload),
-            _ => self.stats.malformed += 1,
+        } else {
+            self.place(from, recv_id, at, payload, payload.len());
         }
         true
+    }
+
+    /// A chunk taken segment by segment is whole (`len` bytes behind the per-peer header,
+    /// which `head` starts past): its bytes count.
+    fn segments_whole(&mut self, from: SlotId, head: &[u8], len: usize) {
+        let Some((recv_id, chunk_at, pushed)) = self.chunk_target(from, head) else {
+            return;
+        };
+        let Some(n) = len.checked_sub(wire::DATA_HEADER) else {
+            return;
+        };
+        let n = if pushed {
+            self.push_room(recv_id, chunk_at, n)
+        } else {
+            self.rx
+                .rndv
+                .get(&recv_id)
+                .filter(|r| r.from == from && fits(&r.delivery, chunk_at, n))
+                .map(|_| n)
+        };
+        if let Some(n) = n {
+            self.count_arrived(recv_id, n);
+        }
     }
 }

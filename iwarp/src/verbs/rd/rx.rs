@@ -449,6 +449,14 @@ pub trait RdReceiver {
         let _ = (src, head, offset, bytes);
         false
     }
+    /// A message taken segment by segment is whole: its last segment came through
+    /// [`RdReceiver::segment`] (before its turn, maybe: earlier messages of the peer may still
+    /// be missing). `head` is as there; `len` is the message payload's length. A receiver
+    /// that settles a message only once it is whole (another copy of it may come another way,
+    /// and a copy cut short by a session's end never is) settles it here.
+    fn segmented(&mut self, src: SocketAddr, head: &[u8], len: usize) {
+        let _ = (src, head, len);
+    }
     /// The longest message payload this receiver is ever sent. A segment announcing a longer
     /// message is dropped and counted instead of reassembled: its buffer, sized by the peer's
     /// word, would be as long.
@@ -500,6 +508,8 @@ enum Staged {
         head: [u8; SEGMENT_HEAD],
         head_len: u8,
         total: u32,
+        /// Bytes of it placed so far, DDP header included.
+        got: u32,
     },
     /// Reassembled here (header included) until its turn.
     Bytes { buf: Vec<u8>, total: u32 },
@@ -579,6 +589,7 @@ impl Sink for ReceiverSink<'_> {
                         head,
                         head_len: head_len as u8,
                         total: p.total_len,
+                        got: p.bytes.len() as u32,
                     });
                     return;
                 }
@@ -588,19 +599,24 @@ impl Sink for ReceiverSink<'_> {
             head,
             head_len,
             total,
+            got,
         }) = slot
         {
             // Only the first segment holds the header; the engine places each datagram once.
+            let head = &head[..*head_len as usize];
             let taken = *total == p.total_len
                 && offset >= DDP_HEADER
-                && self.recv.segment(
-                    self.src,
-                    &head[..*head_len as usize],
-                    offset - DDP_HEADER,
-                    p.bytes,
-                );
+                && self
+                    .recv
+                    .segment(self.src, head, offset - DDP_HEADER, p.bytes);
             if !taken {
                 self.stats.protocol_errors += 1;
+                return;
+            }
+            *got = got.saturating_add(p.bytes.len() as u32);
+            if *got == *total {
+                let len = (*total as usize).saturating_sub(DDP_HEADER);
+                self.recv.segmented(self.src, head, len);
             }
             return;
         }
