@@ -5,7 +5,8 @@
 //! (`include/diwarp_sockets.h`). Seed 004, §3.1.
 //!
 //! - `switch`: the handshake that turns a connected socket into an RC queue pair, or leaves it
-//!   plain (and its stream clean) when the peer does not switch.
+//!   plain (and its stream clean) when the peer does not switch; `handshake`: a datagram
+//!   socket's hello exchange, as a machine without I/O.
 //! - `conduit`: what a switched socket carries its data over, the trait beneath `stream`, a
 //!   byte stream over an RC queue pair's messages, and `datagram`, messages over an RD queue
 //!   pair; `switched`: a switched descriptor's state and which of the two it has.
@@ -25,6 +26,7 @@ pub mod datagram;
 pub mod epoll_table;
 pub mod extensions;
 mod ffi;
+pub mod handshake;
 pub mod inbox;
 pub mod pending;
 pub mod readiness;

@@ -62,10 +62,13 @@ impl Wire for Libc {
 }
 
 impl DatagramWire for Libc {
-    fn send(&mut self, d: &[u8]) -> bool {
+    fn send(&mut self, d: &[u8]) -> Result<(), i32> {
         // SAFETY: `d` is valid for its length.
         let n = unsafe { (real().send)(self.0, d.as_ptr().cast(), d.len(), libc::MSG_NOSIGNAL) };
-        n == d.len() as ssize_t
+        if n < 0 {
+            return Err(super::errno());
+        }
+        Ok(())
     }
 
     fn peek(&mut self, buf: &mut [u8], until: Instant) -> Option<usize> {
