@@ -247,4 +247,8 @@ impl Conduit for Datagram {
     fn next_wakeup(&self) -> Option<Instant> {
         self.qp.next_deadline()
     }
+
+    fn tick(&mut self) {
+        self.progress();
+    }
 }

@@ -15,7 +15,8 @@
 //! - `extensions`: posted sends and receives, RDMA Write and Read, completions.
 //! - `pending`: sockets marked for the switch before they were connected.
 //! - `registry`: which descriptors are switched; `epoll_table`: the program's epoll
-//!   registrations.
+//!   registrations; `ticker`: the one thread that moves switched datagram sockets between
+//!   the program's calls.
 //! - `ffi`: the overloaded calls, and the only `unsafe` code; the top floor, which no other
 //!   module imports (a conduit that must wait on its socket is handed `ffi`'s wait).
 //!
@@ -34,5 +35,6 @@ pub mod registry;
 pub mod stream;
 pub mod switch;
 pub mod switched;
+pub mod ticker;
 
 pub use switch::{DIWARP_IWARP_MODE, SOL_DIWARP};

@@ -145,6 +145,7 @@ pub(super) fn switch_fd(fd: c_int) -> Result<(), i32> {
             switch::switch_datagram(sock, &mut Libc(fd)).map_err(switch::Failure::errno)?,
         ))
     };
+    let datagram = matches!(conduit, Carrier::Datagram(_));
     registry::insert(
         fd,
         Switched {
@@ -153,6 +154,9 @@ pub(super) fn switch_fd(fd: c_int) -> Result<(), i32> {
             conduit,
         },
     );
+    if datagram {
+        super::start_ticker();
+    }
     // Registrations made before the switch: from now on the kernel tells input only.
     for (epfd, i) in epoll_table::of(fd) {
         let mut ev = libc::epoll_event {
