@@ -231,7 +231,11 @@ mod tests {
             epoch: 1,
             echo: (0, 0),
         };
-        assert_eq!(h.datagram(&rd.emit()), Seen::Leave, "the queue pair's to take");
+        assert_eq!(
+            h.datagram(&rd.emit()),
+            Seen::Leave,
+            "the queue pair's to take"
+        );
         assert_eq!(h.step(t), Step::Switched(9));
         let mut other = Handshake::new(5, t, Duration::from_secs(1));
         let to_another = RdHello { dst_qpn: 6, ..rd };

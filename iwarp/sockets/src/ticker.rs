@@ -65,18 +65,21 @@ pub fn tick() -> Option<Instant> {
             any = true;
             continue;
         };
-        if st.generation != registry::generation()
-            || !matches!(st.conduit, Carrier::Datagram(_))
-        {
+        if st.generation != registry::generation() || !matches!(st.conduit, Carrier::Datagram(_)) {
             continue;
         }
         any = true;
         st.conduit.tick();
-        soonest = [soonest, st.conduit.next_wakeup()].into_iter().flatten().min();
+        soonest = [soonest, st.conduit.next_wakeup()]
+            .into_iter()
+            .flatten()
+            .min();
     }
-    any.then(|| soonest.map_or(Instant::now() + IDLE_TICK, |w| {
-        w.min(Instant::now() + IDLE_TICK)
-    }))
+    any.then(|| {
+        soonest.map_or(Instant::now() + IDLE_TICK, |w| {
+            w.min(Instant::now() + IDLE_TICK)
+        })
+    })
 }
 
 fn run() {

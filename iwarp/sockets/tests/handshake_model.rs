@@ -108,7 +108,10 @@ const BOTH: Switched = Switched {
 fn run(seed: u64, loss: Loss, offset: Duration, sw: Switched) -> [Outcome; 2] {
     let t0 = Instant::now();
     let mut rng = Rng(seed);
-    let qpns = [1 + rng.below(1 << 20) as u32, (1 << 21) + rng.below(1 << 20) as u32];
+    let qpns = [
+        1 + rng.below(1 << 20) as u32,
+        (1 << 21) + rng.below(1 << 20) as u32,
+    ];
     let mut ends = [0, 1].map(|i| End {
         qpn: qpns[i],
         state: State::Starting(if i == 0 { t0 } else { t0 + offset }),
@@ -210,7 +213,11 @@ fn run(seed: u64, loss: Loss, offset: Duration, sw: Switched) -> [Outcome; 2] {
     // A switched end switched to the other's queue pair.
     for (i, o) in out.iter().enumerate() {
         if let Outcome::Switched(q) = o {
-            assert_eq!(*q, qpns[1 - i], "seed {seed}: end {i} took a wrong QP number");
+            assert_eq!(
+                *q,
+                qpns[1 - i],
+                "seed {seed}: end {i} took a wrong QP number"
+            );
         }
     }
     out

@@ -264,7 +264,11 @@ fn wait_fd(fd: c_int, events: i16, wait: Duration) -> Result<(), i32> {
         revents: 0,
     };
     let ms = c_int::try_from(wait.as_millis()).unwrap_or(c_int::MAX);
-    signals::wait(&mut p, ms)
+    let libc_own = signals::Libc {
+        poll: real().poll,
+        close: real().close,
+    };
+    signals::wait(&libc_own, &mut p, ms)
 }
 
 /// Longest a blocked call waits between looks at its stream: another thread's call may

@@ -7,14 +7,18 @@
 
 use std::ffi::c_int;
 
-use super::real;
+/// libc's own `poll` and `close` (the program's are the library's), handed down by the caller.
+pub(super) struct Libc {
+    pub poll: unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int,
+    pub close: unsafe extern "C" fn(c_int) -> c_int,
+}
 
 /// One past the highest signal number (glibc's `_NSIG`).
 const NSIG: c_int = 65;
 
 /// Waits for `p`'s events, at most `ms` milliseconds; `EINTR` if a signal came whose
 /// handler has no `SA_RESTART`.
-pub(super) fn wait(p: &mut libc::pollfd, ms: c_int) -> Result<(), i32> {
+pub(super) fn wait(real: &Libc, p: &mut libc::pollfd, ms: c_int) -> Result<(), i32> {
     // SAFETY: sigset_t is plain data, set up by sigfillset/sigemptyset before use; the masks
     // are the calling thread's; the signalfd is ours and closed before returning.
     unsafe {
@@ -22,7 +26,7 @@ pub(super) fn wait(p: &mut libc::pollfd, ms: c_int) -> Result<(), i32> {
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         if libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old) != 0 {
-            return plain_wait(p, ms);
+            return plain_wait(real, p, ms);
         }
         // Only the signals the program leaves open may end the wait.
         let mut open = all;
@@ -34,7 +38,7 @@ pub(super) fn wait(p: &mut libc::pollfd, ms: c_int) -> Result<(), i32> {
         let sfd = libc::signalfd(-1, &open, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
         if sfd < 0 {
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-            return plain_wait(p, ms);
+            return plain_wait(real, p, ms);
         }
         let mut fds = [
             *p,
@@ -44,10 +48,10 @@ pub(super) fn wait(p: &mut libc::pollfd, ms: c_int) -> Result<(), i32> {
                 revents: 0,
             },
         ];
-        let n = (real().poll)(fds.as_mut_ptr(), 2, ms);
+        let n = (real.poll)(fds.as_mut_ptr(), 2, ms);
         *p = fds[0];
         let interrupts = n > 0 && fds[1].revents & libc::POLLIN != 0 && interrupting(&old);
-        (real().close)(sfd);
+        (real.close)(sfd);
         // The pending signals are delivered here, their handlers run.
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         if interrupts {
@@ -85,8 +89,9 @@ unsafe fn interrupting(old: &libc::sigset_t) -> bool {
 /// The wait without telling signals apart (no signalfd to be had): any signal is `EINTR`.
 ///
 /// SAFETY: `p` is one valid pollfd.
-unsafe fn plain_wait(p: &mut libc::pollfd, ms: c_int) -> Result<(), i32> {
-    if (real().poll)(p, 1, ms) < 0 && super::errno() == libc::EINTR {
+unsafe fn plain_wait(real: &Libc, p: &mut libc::pollfd, ms: c_int) -> Result<(), i32> {
+    let interrupted = || std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
+    if (real.poll)(p, 1, ms) < 0 && interrupted() {
         return Err(libc::EINTR);
     }
     Ok(())
