@@ -101,3 +101,17 @@ nft_counted() {
   done
   echo "$sum"
 }
+
+# Namespace $1 drops, at hook $2 (input or output), the UDP datagrams whose number (counted
+# from 0 by the rule, through that hook) modulo $3 is in the comma-separated list $4: loss that
+# a run repeats exactly (a seed's draw of the list, or one datagram alone). TCP is left alone.
+nft_drop_udp_at() {
+  ip netns exec "$1" nft -f - <<NFT
+table inet diwarp_faults {
+  chain $2 {
+    type filter hook $2 priority 0; policy accept;
+    meta l4proto udp numgen inc mod $3 { $4 } counter drop
+  }
+}
+NFT
+}

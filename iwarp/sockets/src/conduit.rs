@@ -49,4 +49,8 @@ pub trait Conduit: Send {
     fn next_wakeup(&self) -> Option<Instant> {
         None
     }
+    /// Moves what came and what is due while no call of the program does (the ticker's):
+    /// retransmissions, acknowledgements, answers. A stream needs nothing: TCP's are the
+    /// kernel's.
+    fn tick(&mut self) {}
 }

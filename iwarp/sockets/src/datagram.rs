@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use iwarp::verbs::{
@@ -13,17 +13,21 @@ use iwarp::verbs::{
 };
 
 use crate::conduit::{Conduit, Got};
+use crate::handshake::{self, HELLO_LEN};
 use crate::readiness::Ready;
 
 /// The longest datagram: as for a stream's write, a larger one is refused (`EMSGSIZE`).
 pub const MAX_DATAGRAM: usize = 1 << 20;
 
-/// Arriving messages, whole.
-#[derive(Default)]
+/// Arriving messages, whole; and the peer's hellos, which the switch's exchange may still
+/// send when our answer was lost.
 struct Messages {
     queue: VecDeque<Vec<u8>>,
     bytes: usize,
     arrivals: u64,
+    /// Our and the peer's QP numbers.
+    qpns: (u32, u32),
+    answer: Option<[u8; HELLO_LEN]>,
 }
 
 impl RdReceiver for Messages {
@@ -39,11 +43,19 @@ impl RdReceiver for Messages {
     fn max_message(&self) -> usize {
         MAX_DATAGRAM
     }
+    fn stray(&mut self, _: Option<SocketAddr>, datagram: &[u8]) -> bool {
+        let (ours, peers) = self.qpns;
+        self.answer = handshake::answer(ours, peers, datagram).or(self.answer);
+        self.answer.is_some()
+    }
 }
 
 pub struct Datagram {
     qp: RdQp,
     peer: AddressHandle,
+    /// The program's socket, for answers to the peer's hellos (the queue pair sends only its
+    /// own datagrams).
+    answers: UdpSocket,
     inbox: Messages,
     wcs: Vec<WorkCompletion>,
     next_wr: u64,
@@ -57,12 +69,20 @@ pub struct Datagram {
 }
 
 impl Datagram {
-    /// `qp` is attached to the program's socket, connected to `peer`.
-    pub fn new(qp: RdQp, peer: AddressHandle) -> Datagram {
+    /// `qp` (QP number `qpn`) is attached to the program's socket, connected to `peer`;
+    /// `answers` is the same socket.
+    pub fn new(qp: RdQp, peer: AddressHandle, qpn: u32, answers: UdpSocket) -> Datagram {
         Datagram {
             qp,
             peer,
-            inbox: Messages::default(),
+            answers,
+            inbox: Messages {
+                queue: VecDeque::new(),
+                bytes: 0,
+                arrivals: 0,
+                qpns: (qpn, peer.qpn),
+                answer: None,
+            },
             wcs: Vec::new(),
             next_wr: 1,
             done: 0,
@@ -95,6 +115,10 @@ impl Datagram {
             if !matches!(n, Ok(64)) {
                 break;
             }
+        }
+        if let Some(a) = self.inbox.answer.take() {
+            // Lost as any datagram may be: the peer asks again.
+            let _ = self.answers.send(&a);
         }
         if was_pending && !self.pending() {
             self.drains += 1;
@@ -222,5 +246,9 @@ impl Conduit for Datagram {
 
     fn next_wakeup(&self) -> Option<Instant> {
         self.qp.next_deadline()
+    }
+
+    fn tick(&mut self) {
+        self.progress();
     }
 }

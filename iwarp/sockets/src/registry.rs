@@ -3,6 +3,7 @@
 //! the same stream under a second number, as it is the same socket.
 
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -10,12 +11,50 @@ use parking_lot::Mutex;
 
 use crate::switched::Switched;
 
+/// A switched descriptor's state, and how many of the program's calls are waiting on it
+/// (they move it themselves, so the ticker leaves it alone; counted outside the lock, which
+/// a waiting call does not hold).
+pub struct Entry {
+    state: Mutex<Switched>,
+    waiting: AtomicUsize,
+}
+
+impl Deref for Entry {
+    type Target = Mutex<Switched>;
+
+    fn deref(&self) -> &Mutex<Switched> {
+        &self.state
+    }
+}
+
+impl Entry {
+    /// A call waits on the socket until the guard is dropped.
+    pub fn waiting(&self) -> Waiting<'_> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting(&self.waiting)
+    }
+
+    /// Whether a call waits on the socket.
+    pub fn waited_on(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed) != 0
+    }
+}
+
+/// See [`Entry::waiting`].
+pub struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 /// How many `fork`s made this process: a stream made in an earlier generation is the
 /// parent's, whose queue pair state a child must not move on.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-pub type Shared = Arc<Mutex<Switched>>;
+pub type Shared = Arc<Entry>;
 type Map = Mutex<HashMap<i32, Shared>>;
 
 fn map() -> &'static Map {
@@ -38,7 +77,24 @@ pub fn get(fd: i32) -> Option<Shared> {
 
 /// `fd` now carries `s`.
 pub fn insert(fd: i32, s: Switched) {
-    put(fd, Arc::new(Mutex::new(s)));
+    put(
+        fd,
+        Arc::new(Entry {
+            state: Mutex::new(s),
+            waiting: AtomicUsize::new(0),
+        }),
+    );
+}
+
+/// Every switched socket once (a `dup`'s too: the same socket under two numbers).
+pub fn all() -> Vec<Shared> {
+    if !any() {
+        return Vec::new();
+    }
+    let mut v: Vec<Shared> = map().lock().values().cloned().collect();
+    v.sort_by_key(|s| Arc::as_ptr(s) as usize);
+    v.dedup_by(|a, b| Arc::ptr_eq(a, b));
+    v
 }
 
 fn put(fd: i32, s: Shared) {

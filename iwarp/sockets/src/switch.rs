@@ -9,10 +9,11 @@
 //! it sends anything. A peer that does not switch within the timeout leaves both streams as
 //! they were, and the switch fails with `EPROTONOSUPPORT`.
 //!
-//! A datagram socket has no out-of-band channel: both ends send a hello datagram (magic,
-//! QP number) until each has the other's, and a datagram that is not a hello means the peer
-//! is not switching (it is left for the program to read). A plain peer sees the hellos as
-//! stray datagrams, at most one per [`HELLO_EVERY`] until the timeout.
+//! A datagram socket has no out-of-band channel: both ends exchange hello datagrams
+//! (`handshake`, which survives loss), and a datagram that is not a hello means the peer is
+//! not switching (it is left for the program to read). A plain peer sees the hellos as stray
+//! datagrams, at most one per [`HELLO_EVERY`](crate::handshake::HELLO_EVERY) until the
+//! timeout.
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use iwarp::verbs::{AddressHandle, QpConfig, QueuePair, RcQp, RdQp};
 
 use crate::datagram::Datagram;
+use crate::handshake::{self, Handshake, Hello, Seen, Step};
 use crate::stream::Stream;
 
 /// The option level (`include/diwarp_sockets.h`): above every Linux `SOL_*`, and the kernel
@@ -112,52 +114,27 @@ pub fn switch(stream: TcpStream, wire: &mut dyn Wire) -> Result<Stream, Failure>
     Ok(Stream::new(qp))
 }
 
-/// The first bytes of a datagram socket's hello.
-pub const HELLO_MAGIC: &[u8; 12] = b"DIWARP-RD/1 ";
-/// A hello: the magic, the sender's QP number, whether it has the other's hello already.
-const HELLO_LEN: usize = HELLO_MAGIC.len() + 5;
-/// How often a hello is sent while the peer's has not come.
-pub const HELLO_EVERY: Duration = Duration::from_millis(250);
-
-fn hello(qpn: u32, have_peers: bool) -> [u8; HELLO_LEN] {
-    let mut h = [0u8; HELLO_LEN];
-    h[..HELLO_MAGIC.len()].copy_from_slice(HELLO_MAGIC);
-    h[HELLO_MAGIC.len()..HELLO_MAGIC.len() + 4].copy_from_slice(&qpn.to_be_bytes());
-    h[HELLO_LEN - 1] = u8::from(have_peers);
-    h
-}
-
-/// The QP number in a hello, if `d` is one.
-pub fn read_hello(d: &[u8]) -> Option<u32> {
-    if d.len() != HELLO_LEN || !d.starts_with(HELLO_MAGIC) {
-        return None;
-    }
-    let q = &d[HELLO_MAGIC.len()..HELLO_MAGIC.len() + 4];
-    Some(u32::from_be_bytes([q[0], q[1], q[2], q[3]]))
-}
-
-/// The QP number in a peeked datagram `n` bytes long of which `buf` holds the start: one
-/// longer than `buf` (the queue pair's first datagram, say) is no hello.
-fn peeked_hello(buf: &[u8], n: usize) -> Option<u32> {
-    buf.get(..n).and_then(read_hello)
-}
-
 /// The datagram socket calls a switch needs, on the real socket.
 pub trait DatagramWire {
-    fn send(&mut self, d: &[u8]) -> bool;
+    /// Sends `d`; the errno if the kernel refused it.
+    fn send(&mut self, d: &[u8]) -> Result<(), i32>;
     /// The next datagram waiting, without taking it (its length), if one came by `until`.
     fn peek(&mut self, buf: &mut [u8], until: Instant) -> Option<usize>;
     /// Takes the next datagram.
     fn discard(&mut self);
 }
 
-/// Switches the connected datagram socket `sock` (a duplicate of the caller's descriptor).
+/// Room for the start of a peeked datagram: more than any hello or RD HELLO, so that a
+/// longer datagram is seen to be neither.
+const PEEK_ROOM: usize = 64;
+
+/// Switches the connected datagram socket `sock` (a duplicate of the caller's descriptor),
+/// running the exchange of `handshake` over `wire`.
 pub fn switch_datagram(sock: UdpSocket, wire: &mut dyn DatagramWire) -> Result<Datagram, Failure> {
     let Ok(peer) = sock.peer_addr() else {
         return Err(Failure::NotConnected);
     };
     let wait = timeout();
-    let until = Instant::now() + wait;
     let mut config = QpConfig {
         crc: true,
         // Everything must leave from the program's socket: the peer's is connected to it.
@@ -166,42 +143,37 @@ pub fn switch_datagram(sock: UdpSocket, wire: &mut dyn DatagramWire) -> Result<D
     };
     config.rd.idle_timeout = config.rd.idle_timeout.max(wait);
     let mut qp = RdQp::create(config).map_err(|_| Failure::Exchange)?;
-    let mut peer_qpn = None;
-    let mut next_hello = Instant::now();
-    let mut buf = [0u8; HELLO_LEN + 1];
+    // Kept to answer the peer's hellos after the switch, past the queue pair's socket.
+    let answers = sock.try_clone().map_err(|_| Failure::Exchange)?;
+    let mut hs = Handshake::new(qp.qpn(), Instant::now(), wait);
+    let mut buf = [0u8; PEEK_ROOM];
     loop {
-        let now = Instant::now();
-        if now >= next_hello {
-            if !wire.send(&hello(qp.qpn(), peer_qpn.is_some())) {
-                return Err(Failure::NotConnected);
-            }
-            next_hello = now + HELLO_EVERY;
-        }
-        if let Some(q) = peer_qpn {
-            // Every hello the peer sent before ours came is taken, so that none reaches the
-            // queue pair.
-            while wire
-                .peek(&mut buf, now)
-                .and_then(|n| peeked_hello(&buf, n))
-                .is_some()
-            {
-                wire.discard();
-            }
-            qp.attach_udp(sock).map_err(|_| Failure::Exchange)?;
-            return Ok(Datagram::new(qp, AddressHandle::new(peer, q)));
-        }
-        match wire.peek(&mut buf, until.min(next_hello)) {
-            Some(n) => match peeked_hello(&buf, n) {
-                Some(q) => {
-                    wire.discard();
-                    peer_qpn = Some(q);
-                    // Answer at once: the peer may be waiting for ours.
-                    next_hello = now;
-                }
-                None => return Err(Failure::PeerPlain),
+        match hs.step(Instant::now()) {
+            Step::Send(h) => match wire.send(&h) {
+                Err(e) if !handshake::lost(e) => return Err(Failure::NotConnected),
+                _ => {}
             },
-            None if Instant::now() >= until => return Err(Failure::PeerPlain),
-            None => {}
+            Step::Wait(until) => {
+                if let Some(n) = wire.peek(&mut buf, until) {
+                    if hs.datagram(&buf[..n.min(PEEK_ROOM)]) == Seen::Take {
+                        wire.discard();
+                    }
+                }
+            }
+            Step::Switched(q) => {
+                // Every hello the peer sent before ours came is taken, so that none reaches
+                // the queue pair (which would answer it again).
+                while wire
+                    .peek(&mut buf, Instant::now())
+                    .is_some_and(|n| Hello::parse(&buf[..n.min(PEEK_ROOM)]).is_some())
+                {
+                    wire.discard();
+                }
+                let own = qp.qpn();
+                qp.attach_udp(sock).map_err(|_| Failure::Exchange)?;
+                return Ok(Datagram::new(qp, AddressHandle::new(peer, q), own, answers));
+            }
+            Step::Plain => return Err(Failure::PeerPlain),
         }
     }
 }
@@ -225,12 +197,27 @@ mod tests {
     struct Queue {
         waiting: std::collections::VecDeque<Vec<u8>>,
         sent: Vec<Vec<u8>>,
+        /// What each send returns, first to last; then success.
+        refusals: Vec<i32>,
+    }
+
+    impl Queue {
+        fn new(waiting: impl IntoIterator<Item = Vec<u8>>) -> Queue {
+            Queue {
+                waiting: waiting.into_iter().collect(),
+                sent: Vec::new(),
+                refusals: Vec::new(),
+            }
+        }
     }
 
     impl DatagramWire for Queue {
-        fn send(&mut self, d: &[u8]) -> bool {
+        fn send(&mut self, d: &[u8]) -> Result<(), i32> {
+            if !self.refusals.is_empty() {
+                return Err(self.refusals.remove(0));
+            }
             self.sent.push(d.to_vec());
-            true
+            Ok(())
         }
         fn peek(&mut self, buf: &mut [u8], _: Instant) -> Option<usize> {
             let d = self.waiting.front()?;
@@ -243,6 +230,10 @@ mod tests {
         }
     }
 
+    fn hello(qpn: u32, has_yours: bool) -> Vec<u8> {
+        Hello { qpn, has_yours }.emit().to_vec()
+    }
+
     fn connected() -> UdpSocket {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -251,27 +242,8 @@ mod tests {
     }
 
     #[test]
-    fn a_hello_is_read_back_and_nothing_else_is_one() {
-        let h = hello(0xdead_beef, true);
-        assert_eq!(read_hello(&h), Some(0xdead_beef));
-        assert_eq!(read_hello(&h[..h.len() - 1]), None);
-        assert_eq!(read_hello(b"DIWARP-RD/1 xxxxxxxxxxx"), None);
-        let mut other = h;
-        other[0] = b'd';
-        assert_eq!(read_hello(&other), None);
-    }
-
-    #[test]
     fn the_peers_hellos_are_taken_and_its_data_is_left_for_the_queue_pair() {
-        let mut w = Queue {
-            waiting: [
-                hello(7, false).to_vec(),
-                hello(7, false).to_vec(),
-                b"data".to_vec(),
-            ]
-            .into(),
-            sent: Vec::new(),
-        };
+        let mut w = Queue::new([hello(7, false), hello(7, false), b"data".to_vec()]);
         assert!(switch_datagram(connected(), &mut w).is_ok());
         assert_eq!(
             w.waiting,
@@ -280,7 +252,7 @@ mod tests {
         );
         // Ours went first, then the answer saying we have the peer's.
         assert_eq!(w.sent.len(), 2);
-        assert_eq!(w.sent[1][HELLO_LEN - 1], 1);
+        assert_eq!(Hello::parse(&w.sent[1]).map(|h| h.has_yours), Some(true));
     }
 
     #[test]
@@ -288,20 +260,28 @@ mod tests {
         // The peer switched at once and its queue pair spoke: a HELLO of 32 bytes, then data
         // longer than any hello, both longer than the room a hello is peeked into.
         let long = [vec![0xE1; 32], vec![0x10; 2000]];
-        let mut w = Queue {
-            waiting: [hello(7, true).to_vec(), long[0].clone(), long[1].clone()].into(),
-            sent: Vec::new(),
-        };
+        let mut w = Queue::new([hello(7, true), long[0].clone(), long[1].clone()]);
         assert!(switch_datagram(connected(), &mut w).is_ok());
         assert_eq!(w.waiting, long, "the queue pair's datagrams left in order");
     }
 
     #[test]
+    fn a_send_the_kernel_drops_is_a_lost_hello_not_a_failure() {
+        // nftables' drop on output is EPERM; a full device queue ENOBUFS.
+        let mut w = Queue::new([hello(7, false)]);
+        w.refusals = vec![libc::EPERM, libc::ENOBUFS];
+        assert!(switch_datagram(connected(), &mut w).is_ok());
+        let mut w = Queue::new([hello(7, false)]);
+        w.refusals = vec![libc::EBADF];
+        assert_eq!(
+            switch_datagram(connected(), &mut w).err(),
+            Some(Failure::NotConnected)
+        );
+    }
+
+    #[test]
     fn a_datagram_that_is_not_a_hello_means_a_plain_peer_and_stays() {
-        let mut w = Queue {
-            waiting: [b"GET / HTTP/1.0".to_vec()].into(),
-            sent: Vec::new(),
-        };
+        let mut w = Queue::new([b"GET / HTTP/1.0".to_vec()]);
         assert_eq!(
             switch_datagram(connected(), &mut w).err(),
             Some(Failure::PeerPlain)
@@ -311,10 +291,7 @@ mod tests {
 
     #[test]
     fn an_unconnected_datagram_socket_cannot_switch() {
-        let mut w = Queue {
-            waiting: Default::default(),
-            sent: Vec::new(),
-        };
+        let mut w = Queue::new([]);
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         assert_eq!(
             switch_datagram(s, &mut w).err(),

@@ -83,6 +83,7 @@ unsafe fn wait_mixed(
 ) -> Result<c_int, i32> {
     let deadline = deadline(timeout_ms);
     let mut kernel = vec![libc::epoll_event { events: 0, u64: 0 }; max];
+    let _waiting: Vec<_> = members.iter().map(|(_, _, s)| s.waiting()).collect();
     loop {
         let mut got: Vec<libc::epoll_event> = Vec::with_capacity(max);
         let mut pending = false;

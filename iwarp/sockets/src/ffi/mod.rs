@@ -10,6 +10,7 @@
 //!   of sockets marked before they were connected.
 //! - `poll`: `poll` and `select`; `epoll`: `epoll_ctl` and `epoll_wait`.
 //! - `ext`: the extensions' own calls (`diwarp_reg_mr`, `diwarp_post_send`, ...).
+//! - `signals`: whether a signal that came while a call waited restarts it (`SA_RESTART`).
 #![allow(unsafe_code)]
 
 mod connect;
@@ -19,6 +20,7 @@ mod fd;
 mod io;
 mod opt;
 mod poll;
+mod signals;
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_ulong, c_void, CStr};
@@ -161,6 +163,33 @@ fn is_inside() -> bool {
     INSIDE.with(Cell::get)
 }
 
+/// Starts or wakes the ticker (a datagram socket was switched). Its thread is made with every
+/// signal blocked, so that none reaches it before it blocks them itself.
+fn start_ticker() {
+    // SAFETY: a full set, made by sigfillset, and the calling thread's old mask put back.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+        crate::ticker::switched(enter_library);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+}
+
+/// Makes the calling thread the library's own for good (the ticker's): its socket calls go
+/// to libc, and it takes none of the program's signals, which belong to the program's
+/// threads (and end their blocked calls).
+fn enter_library() {
+    INSIDE.with(|i| i.set(true));
+    // SAFETY: a full set, made by sigfillset, for the calling thread's mask.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
 /// The stream of a switched `fd`, unless the library is inside a call already.
 fn switched(fd: c_int) -> Option<Shared> {
     if is_inside() {
@@ -178,14 +207,19 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// Runs `f` as the library's own call: `Ok(n)` is returned, `Err(errno)` sets errno and
-/// returns -1; a panic is `EIO`.
+/// Runs `f` as the library's own call: `Ok(n)` is returned with errno as the caller left it
+/// (the library's own calls inside may have set it, as a kernel call that succeeds does
+/// not), `Err(errno)` sets errno and returns -1; a panic is `EIO`.
 fn inside<R: From<i8>>(f: impl FnOnce() -> Result<R, i32>) -> R {
     let was = INSIDE.with(|i| i.replace(true));
+    let callers = errno();
     let r = catch_unwind(AssertUnwindSafe(f));
     INSIDE.with(|i| i.set(was));
     match r {
-        Ok(Ok(n)) => n,
+        Ok(Ok(n)) => {
+            set_errno(callers);
+            n
+        }
         Ok(Err(e)) => {
             set_errno(e);
             R::from(-1)
@@ -220,7 +254,9 @@ pub(crate) fn poll_one(p: &mut libc::pollfd, wait: Duration) -> bool {
     unsafe { (real().poll)(p, 1, ms) > 0 }
 }
 
-/// Waits until `fd` is ready for `events`, at most `wait`; `EINTR` if a signal came.
+/// Waits until `fd` is ready for `events`, at most `wait`; `EINTR` if a signal came whose
+/// handler was installed without `SA_RESTART` (with it, the wait goes on as the kernel's
+/// restarted call would).
 fn wait_fd(fd: c_int, events: i16, wait: Duration) -> Result<(), i32> {
     let mut p = libc::pollfd {
         fd,
@@ -228,11 +264,11 @@ fn wait_fd(fd: c_int, events: i16, wait: Duration) -> Result<(), i32> {
         revents: 0,
     };
     let ms = c_int::try_from(wait.as_millis()).unwrap_or(c_int::MAX);
-    // SAFETY: one valid pollfd.
-    if unsafe { (real().poll)(&mut p, 1, ms) } < 0 && errno() == libc::EINTR {
-        return Err(libc::EINTR);
-    }
-    Ok(())
+    let libc_own = signals::Libc {
+        poll: real().poll,
+        close: real().close,
+    };
+    signals::wait(&libc_own, &mut p, ms)
 }
 
 /// Longest a blocked call waits between looks at its stream: another thread's call may
@@ -250,6 +286,7 @@ fn blocking<T>(
     events: i16,
     mut attempt: impl FnMut(&mut dyn Conduit) -> std::io::Result<T>,
 ) -> Result<T, i32> {
+    let _waiting = s.waiting();
     loop {
         let (r, nonblock, extra, wake) = {
             let mut guard = s.lock();

@@ -62,10 +62,13 @@ impl Wire for Libc {
 }
 
 impl DatagramWire for Libc {
-    fn send(&mut self, d: &[u8]) -> bool {
+    fn send(&mut self, d: &[u8]) -> Result<(), i32> {
         // SAFETY: `d` is valid for its length.
         let n = unsafe { (real().send)(self.0, d.as_ptr().cast(), d.len(), libc::MSG_NOSIGNAL) };
-        n == d.len() as ssize_t
+        if n < 0 {
+            return Err(super::errno());
+        }
+        Ok(())
     }
 
     fn peek(&mut self, buf: &mut [u8], until: Instant) -> Option<usize> {
@@ -142,6 +145,7 @@ pub(super) fn switch_fd(fd: c_int) -> Result<(), i32> {
             switch::switch_datagram(sock, &mut Libc(fd)).map_err(switch::Failure::errno)?,
         ))
     };
+    let datagram = matches!(conduit, Carrier::Datagram(_));
     registry::insert(
         fd,
         Switched {
@@ -150,6 +154,9 @@ pub(super) fn switch_fd(fd: c_int) -> Result<(), i32> {
             conduit,
         },
     );
+    if datagram {
+        super::start_ticker();
+    }
     // Registrations made before the switch: from now on the kernel tells input only.
     for (epfd, i) in epoll_table::of(fd) {
         let mut ev = libc::epoll_event {

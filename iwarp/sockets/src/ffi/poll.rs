@@ -47,6 +47,7 @@ fn poll_mixed(
 ) -> Result<c_int, i32> {
     let deadline = deadline(timeout_ms);
     let mut ask = fds.to_vec();
+    let _waiting: Vec<_> = streams.iter().map(|(_, s)| s.waiting()).collect();
     loop {
         let mut wake: Option<Instant> = None;
         let ready: Vec<Ready> = streams

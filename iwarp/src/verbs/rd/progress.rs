@@ -215,10 +215,12 @@ impl RdPath {
             self.on_control(q, now, data, src);
             return None;
         }
-        if recv.is_some() {
-            // Receiver mode: runs go by `feed_run`, so this names no session; the engine
-            // counts it.
-            self.feed(q, now, data, None, false);
+        if let Some(recv) = recv {
+            // Receiver mode: runs go by `feed_run`, so this names no session; the receiver
+            // may know it, else the engine counts it.
+            if !recv.stray(src, data) {
+                self.feed(q, now, data, None, false);
+            }
             return None;
         }
         let pkt = Packet::new_checked(data).ok();

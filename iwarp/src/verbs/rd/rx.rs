@@ -494,6 +494,14 @@ pub trait RdReceiver {
     fn placed(&mut self, src: SocketAddr, head: &[u8], len: usize) {
         let _ = (src, head, len);
     }
+    /// A datagram that is neither a control datagram nor one that names a session (too short
+    /// for the reliability header, say): something another protocol on the same socket sent.
+    /// Return true to take it (the engine then does not count it as dropped). Only such
+    /// datagrams come here, so the path of the engine's own is not slowed.
+    fn stray(&mut self, src: Option<SocketAddr>, datagram: &[u8]) -> bool {
+        let _ = (src, datagram);
+        false
+    }
 }
 
 /// Most payload bytes kept of a segmented message's first segment, for [`RdReceiver::segment`].
