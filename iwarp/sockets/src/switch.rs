@@ -115,11 +115,12 @@ pub fn switch(stream: TcpStream, wire: &mut dyn Wire) -> Result<Stream, Failure>
 /// The first bytes of a datagram socket's hello.
 pub const HELLO_MAGIC: &[u8; 12] = b"DIWARP-RD/1 ";
 /// A hello: the magic, the sender's QP number, whether it has the other's hello already.
-const HELLO_LEN: usize = HELLO_MAGIC.len() + 5;
+pub const HELLO_LEN: usize = HELLO_MAGIC.len() + 5;
 /// How often a hello is sent while the peer's has not come.
 pub const HELLO_EVERY: Duration = Duration::from_millis(250);
 
-fn hello(qpn: u32, have_peers: bool) -> [u8; HELLO_LEN] {
+/// The hello a switching end sends: from `qpn`, saying whether it has the peer's.
+pub fn hello(qpn: u32, have_peers: bool) -> [u8; HELLO_LEN] {
     let mut h = [0u8; HELLO_LEN];
     h[..HELLO_MAGIC.len()].copy_from_slice(HELLO_MAGIC);
     h[HELLO_MAGIC.len()..HELLO_MAGIC.len() + 4].copy_from_slice(&qpn.to_be_bytes());
@@ -138,7 +139,7 @@ pub fn read_hello(d: &[u8]) -> Option<u32> {
 
 /// The QP number in a peeked datagram `n` bytes long of which `buf` holds the start: one
 /// longer than `buf` (the queue pair's first datagram, say) is no hello.
-fn peeked_hello(buf: &[u8], n: usize) -> Option<u32> {
+pub fn peeked_hello(buf: &[u8], n: usize) -> Option<u32> {
     buf.get(..n).and_then(read_hello)
 }
 
