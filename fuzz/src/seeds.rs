@@ -190,7 +190,7 @@ fn mpa_startup() -> Vec<Seed> {
 
 fn mpa_stream() -> Vec<Seed> {
     let mut v = Vec::new();
-    for mode in [0u8, 1, 2, 3, 3 | 4 * 9] {
+    for mode in [0u8, 1, 2, 3, 3 | (4 * 9)] {
         let mut tx = FpduSender::new(mode & 1 != 0, mode & 2 != 0);
         let mut wire = vec![mode];
         for s in segments().iter().take(3) {
@@ -328,7 +328,7 @@ fn messages() -> Vec<Vec<u8>> {
         },
         Msg::Ping,
         Msg::Write {
-            key: 1 << 63 | 5,
+            key: (1 << 63) | 5,
             addr: 4096,
             id: 77,
             last: true,
@@ -352,7 +352,7 @@ fn messages() -> Vec<Vec<u8>> {
         },
         Msg::Atomic(AtomicRequest {
             id: 8,
-            key: 1 << 63 | 5,
+            key: (1 << 63) | 5,
             addr: 24,
             count: 1,
             datatype: 9,
