@@ -82,6 +82,12 @@ pub const TARGETS: &[Target] = &[
         heap_base: 16 * KIB,
     },
     Target {
+        name: "reliability_endpoint",
+        run: reliability_targets::endpoint,
+        max_len: 2048,
+        heap_base: 32 * KIB,
+    },
+    Target {
         name: "channel_message",
         run: channel_targets::message,
         max_len: 256,

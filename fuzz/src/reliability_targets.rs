@@ -83,3 +83,82 @@ pub fn session(data: &[u8]) -> usize {
     }
     data.len()
 }
+
+/// Sessions [`endpoint`] opens on first contact, at most.
+const MAX_OPENED: usize = 4;
+
+/// Arbitrary datagrams into an endpoint with [`IDS`]' session open, which opens a session on
+/// first contact for an odd id (up to [`MAX_OPENED`]): the demultiplexing every datagram of an
+/// RD queue pair goes through. Input as [`session`]'s; with flag bit 0 the frames' session
+/// field is one of the endpoint's ids. Every datagram refused for its header or its id is
+/// counted, and the endpoint's memory stays bounded.
+pub fn endpoint(data: &[u8]) -> usize {
+    let Some((&flags, mut rest)) = data.split_first() else {
+        return 0;
+    };
+    let cfg = Config {
+        checksum: flags & 1 == 0,
+        recv_window: 32,
+        max_held_bytes: 8192,
+        max_send_buffer: 16 * 1024,
+        ..Config::default()
+    };
+    let mut now = Instant::now();
+    let mut ep = reliability::Endpoint::new(cfg).unwrap();
+    ep.open(IDS, now);
+    let (mut malformed, mut unknown) = (0u64, 0u64);
+    let (mut frame, mut buf) = (Vec::new(), Vec::new());
+    while rest.len() >= 2 {
+        let len = usize::from(rest[0]) * 2;
+        let step = rest[1];
+        rest = &rest[2..];
+        let take = len.min(rest.len());
+        frame.clear();
+        frame.extend_from_slice(&rest[..take]);
+        rest = &rest[take..];
+        if flags & 1 != 0 && frame.len() >= 24 {
+            let id = [IDS.local_id, 3, 5, 7][usize::from(step) % 4];
+            frame[4..8].copy_from_slice(&id.to_be_bytes());
+        }
+        now += Duration::from_micros(u64::from(step) * 20);
+        let open = ep.len();
+        let accept = |id: u32, epoch: u32| {
+            (id & 1 == 1 && open <= MAX_OPENED).then_some(SessionIds {
+                local_id: id,
+                local_epoch: 1,
+                remote_id: id ^ 0x8000_0000,
+                remote_epoch: epoch,
+            })
+        };
+        let r = if step & 2 == 0 {
+            ep.handle_datagram(now, &frame, &mut (), accept)
+        } else {
+            // A run, as receive offload hands one over: only for a session already open.
+            let id = reliability::Endpoint::peek_session_id(&frame).unwrap_or(0);
+            let taken = ep.handle_run(now, id, [&frame[..]], &mut ());
+            assert!(taken <= 1);
+            Ok(id)
+        };
+        match r {
+            // The endpoint counts what cannot name a session; a session, a bad checksum.
+            Err(reliability::DropReason::Malformed(_))
+                if reliability::Endpoint::peek_session_id(&frame).is_none() =>
+            {
+                malformed += 1
+            }
+            Err(reliability::DropReason::UnknownSession(_)) => unknown += 1,
+            _ => {}
+        }
+        if step & 1 == 0 {
+            ep.handle_timeout(now);
+        }
+        while ep.poll_transmit(now, &mut buf).is_some() {}
+        while ep.poll_event().is_some() {}
+        assert!(ep.len() <= 1 + MAX_OPENED + 1);
+        assert!(ep.memory().total() < (2 + MAX_OPENED) * 64 * 1024);
+    }
+    let stats = ep.stats();
+    assert_eq!(stats.dropped_malformed, malformed);
+    assert!(stats.dropped_unknown_session >= unknown);
+    data.len()
+}

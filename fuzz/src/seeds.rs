@@ -423,7 +423,8 @@ pub fn for_target(target: &str) -> Vec<Seed> {
         "mpa_stream" => mpa_stream(),
         "rd_hello" => rd_hello(),
         "reliability_header" => reliability_header(),
-        "reliability_session" => reliability_session(),
+        // The same frames: datagrams for the session the endpoint has open.
+        "reliability_session" | "reliability_endpoint" => reliability_session(),
         "channel_message" => channel_message(),
         "peer_header" => peer_header(),
         "sockets_hello" => sockets_hello(),
