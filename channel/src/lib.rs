@@ -22,6 +22,8 @@ pub mod endpoint;
 pub mod error;
 pub mod fabric;
 mod ffi;
+#[doc(hidden)]
+pub mod fuzzing;
 mod hash;
 pub mod iface;
 pub mod info;

@@ -4,7 +4,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 
 /// Heap bytes the provider's own code holds: every Rust allocation in this library goes
 /// through here (the MPI library's C code calls malloc directly, and is not counted), which
@@ -12,6 +12,18 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// The most `LIVE` has been since [`watch_peak`]; kept only while `WATCHING`, so that the
+/// provider pays one relaxed load per allocation for it and the fuzz runner can bound what one
+/// parse allocates.
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+static WATCHING: AtomicBool = AtomicBool::new(false);
+
+fn grew(by: isize) {
+    let live = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    if WATCHING.load(Ordering::Relaxed) {
+        PEAK.fetch_max(live, Ordering::Relaxed);
+    }
+}
 
 #[global_allocator]
 static COUNTING: Counting = Counting;
@@ -22,7 +34,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            grew(layout.size() as isize);
         }
         p
     }
@@ -31,7 +43,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            grew(layout.size() as isize);
         }
         p
     }
@@ -46,10 +58,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
+            grew(new_size as isize - layout.size() as isize);
         }
         p
     }
@@ -58,6 +67,20 @@ unsafe impl GlobalAlloc for Counting {
 /// Heap bytes the provider's code holds now (in tests, the whole test program's).
 pub(crate) fn provider_heap() -> usize {
     LIVE.load(Ordering::Relaxed).max(0) as usize
+}
+
+/// Starts keeping the heap's high-water mark from the bytes held now; returns those.
+pub(crate) fn watch_peak() -> usize {
+    let live = LIVE.load(Ordering::Relaxed);
+    PEAK.store(live, Ordering::Relaxed);
+    WATCHING.store(true, Ordering::Relaxed);
+    live.max(0) as usize
+}
+
+/// The high-water mark since [`watch_peak`], which stops keeping it.
+pub(crate) fn peak() -> usize {
+    WATCHING.store(false, Ordering::Relaxed);
+    PEAK.load(Ordering::Relaxed).max(0) as usize
 }
 
 /// glibc's heap: bytes in use (small and mmapped blocks) and bytes it holds from the kernel.
@@ -132,6 +155,14 @@ mod tests {
         drop(v);
         assert!(during >= before + (60 << 20), "{before} -> {during}");
         assert!(provider_heap() < during);
+    }
+
+    #[test]
+    fn the_peak_outlasts_a_freed_block() {
+        let base = watch_peak();
+        drop(std::hint::black_box(vec![1u8; 64 << 20]));
+        let top = peak();
+        assert!(top >= base + (64 << 20), "{base} -> {top}");
     }
 
     #[test]

@@ -1,0 +1,6 @@
+//! cargo-fuzz entry for `mpa_startup` (its doc says what it checks).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    diwarp_fuzz::iwarp_targets::mpa_startup(data);
+});

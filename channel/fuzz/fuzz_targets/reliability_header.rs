@@ -1,0 +1,6 @@
+//! cargo-fuzz entry for `reliability_header` (its doc says what it checks).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    diwarp_fuzz::reliability_targets::header(data);
+});
