@@ -13,31 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::{Target, HEAP_PER_BYTE};
 
-/// SplitMix64: small, fast and good enough to pick mutations; seeded, so runs repeat.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    fn byte(&mut self) -> u8 {
-        self.next_u64() as u8
-    }
-}
+use fastrand::Rng;
 
 /// Values that sit on the edges parsers check: zero, one, the top bit, all ones, lengths.
 fn interesting(rng: &mut Rng, len: usize) -> u64 {
@@ -55,10 +31,10 @@ fn interesting(rng: &mut Rng, len: usize) -> u64 {
         0x8000_0000,
         u64::MAX,
     ];
-    match rng.below(4) {
+    match rng.usize(..4) {
         0 => len as u64,
-        1 => (len as u64).wrapping_sub(rng.below(8) as u64),
-        _ => V[rng.below(V.len())],
+        1 => (len as u64).wrapping_sub(rng.usize(..8) as u64),
+        _ => V[rng.usize(..V.len())],
     }
 }
 
@@ -67,30 +43,30 @@ fn interesting(rng: &mut Rng, len: usize) -> u64 {
 /// cut, or a splice with another corpus entry.
 pub fn mutate(rng: &mut Rng, input: &[u8], corpus: &[Vec<u8>], max_len: usize) -> Vec<u8> {
     let mut b = input.to_vec();
-    for _ in 0..1 + rng.below(4) {
+    for _ in 0..1 + rng.usize(..4) {
         let len = b.len();
-        match rng.below(10) {
+        match rng.usize(..10) {
             0 | 1 if len > 0 => {
-                let i = rng.below(len);
-                b[i] ^= 1 << rng.below(8);
+                let i = rng.usize(..len);
+                b[i] ^= 1 << rng.usize(..8);
             }
             2 if len > 0 => {
-                let i = rng.below(len);
-                b[i] = match rng.below(2) {
-                    0 => rng.byte(),
+                let i = rng.usize(..len);
+                b[i] = match rng.usize(..2) {
+                    0 => rng.u8(..),
                     _ => interesting(rng, len) as u8,
                 };
             }
             3 if len > 0 => {
-                let width = [2, 4, 8][rng.below(3)].min(len);
-                let at = rng.below(len - width + 1);
+                let width = [2, 4, 8][rng.usize(..3)].min(len);
+                let at = rng.usize(..len - width + 1);
                 let v = interesting(rng, len);
-                let bytes = if rng.below(2) == 0 {
+                let bytes = if rng.usize(..2) == 0 {
                     v.to_be_bytes()
                 } else {
                     v.to_le_bytes()
                 };
-                let src = if rng.below(2) == 0 {
+                let src = if rng.usize(..2) == 0 {
                     &bytes[8 - width..]
                 } else {
                     &bytes[..width]
@@ -98,35 +74,35 @@ pub fn mutate(rng: &mut Rng, input: &[u8], corpus: &[Vec<u8>], max_len: usize) -
                 b[at..at + width].copy_from_slice(src);
             }
             4 => {
-                let at = rng.below(len + 1);
-                let n = 1 + rng.below(16);
-                let fill: Vec<u8> = (0..n).map(|_| rng.byte()).collect();
+                let at = rng.usize(..len + 1);
+                let n = 1 + rng.usize(..16);
+                let fill: Vec<u8> = (0..n).map(|_| rng.u8(..)).collect();
                 b.splice(at..at, fill);
             }
             5 if len > 0 => {
-                let at = rng.below(len);
-                let n = 1 + rng.below(len - at);
+                let at = rng.usize(..len);
+                let n = 1 + rng.usize(..len - at);
                 b.drain(at..at + n);
             }
             6 if len > 0 => {
-                let at = rng.below(len);
-                let n = 1 + rng.below((len - at).min(64));
+                let at = rng.usize(..len);
+                let n = 1 + rng.usize(..(len - at).min(64));
                 let chunk = b[at..at + n].to_vec();
-                let to = rng.below(len + 1);
+                let to = rng.usize(..len + 1);
                 b.splice(to..to, chunk);
             }
-            7 => b.truncate(rng.below(len + 1)),
+            7 => b.truncate(rng.usize(..len + 1)),
             8 if !corpus.is_empty() => {
-                let other = &corpus[rng.below(corpus.len())];
-                let keep = rng.below(len + 1);
-                let from = rng.below(other.len() + 1);
+                let other = &corpus[rng.usize(..corpus.len())];
+                let keep = rng.usize(..len + 1);
+                let from = rng.usize(..other.len() + 1);
                 b.truncate(keep);
                 b.extend_from_slice(&other[from..]);
             }
             _ => {
                 if len > 0 {
-                    let i = rng.below(len);
-                    b[i] = b[i].wrapping_add(1 + rng.below(3) as u8);
+                    let i = rng.usize(..len);
+                    b[i] = b[i].wrapping_add(1 + rng.usize(..3) as u8);
                 }
             }
         }
@@ -168,7 +144,7 @@ impl<'a> Cases<'a> {
         }
         Cases {
             corpus,
-            rng: Rng::new(budget.seed ^ name_hash),
+            rng: Rng::with_seed(budget.seed ^ name_hash),
             max_len: target.max_len,
             fixed,
             mutated: budget.cases,
@@ -195,16 +171,16 @@ impl Iterator for Cases<'_> {
         if self.mutated > 0 {
             self.mutated -= 1;
             if self.corpus.is_empty() {
-                let n = self.rng.below(self.max_len + 1);
-                return Some((0..n).map(|_| self.rng.byte()).collect());
+                let n = self.rng.usize(..self.max_len + 1);
+                return Some((0..n).map(|_| self.rng.u8(..)).collect());
             }
-            let base = &self.corpus[self.rng.below(self.corpus.len())];
+            let base = &self.corpus[self.rng.usize(..self.corpus.len())];
             return Some(mutate(&mut self.rng, base, self.corpus, self.max_len));
         }
         if self.random > 0 {
             self.random -= 1;
-            let n = self.rng.below(self.max_len + 1);
-            return Some((0..n).map(|_| self.rng.byte()).collect());
+            let n = self.rng.usize(..self.max_len + 1);
+            return Some((0..n).map(|_| self.rng.u8(..)).collect());
         }
         None
     }

@@ -14,24 +14,7 @@ fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-/// splitmix64: reproducible per seed, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn one_in(&mut self, n: u64) -> bool {
-        self.below(n) == 0
-    }
-}
+use fastrand::Rng;
 
 /// What travels on a path: a message (its bytes, and the sender's id to complete when RD
 /// delivers it), or the end of a connection's stream.
@@ -109,13 +92,13 @@ impl Side {
                 b.extend_from_slice(&id.to_le_bytes());
                 c.unacked.push_back((h.seq, b.clone(), id));
                 self.rc
-                    .push(now, 1 + rng.below(4), c.id, Item::Bytes(b, None));
+                    .push(now, 1 + rng.u64(..4), c.id, Item::Bytes(b, None));
             }
             None => {
                 let mut b = self.peers.stamp(self.slot, false).encode().to_vec();
                 b.extend_from_slice(&id.to_le_bytes());
                 self.rd
-                    .push(now, 1 + rng.below(30), 0, Item::Bytes(b, Some(id)));
+                    .push(now, 1 + rng.u64(..30), 0, Item::Bytes(b, Some(id)));
             }
         }
     }
@@ -126,7 +109,7 @@ impl Side {
         let Some(c) = self.conn.take() else { return };
         for (_, b, id) in c.unacked {
             self.rd
-                .push(now, 1 + rng.below(30), 0, Item::Bytes(b, Some(id)));
+                .push(now, 1 + rng.u64(..30), 0, Item::Bytes(b, Some(id)));
         }
     }
 
@@ -136,10 +119,10 @@ impl Side {
         let Some(id) = self.conn.as_ref().map(|c| c.id) else {
             return;
         };
-        if rng.one_in(2) {
+        if rng.u64(..2) == 0 {
             self.rc.q.retain(|(_, c, _)| *c != id);
         }
-        self.rc.push(now, 1 + rng.below(4), id, Item::Fin);
+        self.rc.push(now, 1 + rng.u64(..4), id, Item::Fin);
         self.lose_conn(now, rng);
     }
 
@@ -156,7 +139,7 @@ impl Side {
             if let Some(c) = &self.conn {
                 let h = self.peers.ack_only(slot, false).encode().to_vec();
                 self.rc
-                    .push(now, 1 + rng.below(4), c.id, Item::Bytes(h, None));
+                    .push(now, 1 + rng.u64(..4), c.id, Item::Bytes(h, None));
             }
         }
         if self
@@ -173,7 +156,7 @@ impl Side {
             c.draining = true;
             let h = self.peers.ack_only(self.slot, true).encode().to_vec();
             self.rc
-                .push(now, 1 + rng.below(4), c.id, Item::Bytes(h, None));
+                .push(now, 1 + rng.u64(..4), c.id, Item::Bytes(h, None));
         }
     }
 
@@ -221,13 +204,13 @@ fn idle(s: &Side) -> bool {
 
 /// One run: `steps` of churn with sends both ways, then quiet until nothing is in flight.
 fn run(seed: u64, steps: u64) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::with_seed(seed);
     let mut a = Side::new(0xa, 0xb, 2);
     let mut b = Side::new(0xb, 0xa, 1);
     let mut next_conn = 1;
     let mut now = 0;
     // Each run weighs the events its own way: some keep connections, some break them often.
-    let churn = 2 + rng.below(20);
+    let churn = 2 + rng.u64(..20);
     let quiet_after = steps;
     while now < quiet_after || !(idle(&a) && idle(&b)) {
         now += 1;
@@ -246,11 +229,11 @@ fn run(seed: u64, steps: u64) {
         );
         if now < quiet_after {
             for s in [&mut a, &mut b] {
-                if rng.one_in(3) {
+                if rng.u64(..3) == 0 {
                     s.send(now, &mut rng);
                 }
             }
-            if a.conn.is_none() && b.conn.is_none() && rng.one_in(churn) {
+            if a.conn.is_none() && b.conn.is_none() && (rng.u64(..churn) == 0) {
                 for s in [&mut a, &mut b] {
                     s.conn = Some(End {
                         id: next_conn,
@@ -260,12 +243,12 @@ fn run(seed: u64, steps: u64) {
                 }
                 next_conn += 1;
             }
-            match rng.below(4 * churn) {
+            match rng.u64(..4 * churn) {
                 0 => a.demote(now, &mut rng),
                 1 => b.demote(now, &mut rng),
                 // A reset that reaches one end first, or both at once.
                 2 => a.close(now, &mut rng),
-                3 if rng.one_in(2) => b.close(now, &mut rng),
+                3 if (rng.u64(..2) == 0) => b.close(now, &mut rng),
                 3 => {
                     a.close(now, &mut rng);
                     b.close(now, &mut rng);

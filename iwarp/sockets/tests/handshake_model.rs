@@ -14,24 +14,7 @@ const TIMEOUT: Duration = Duration::from_millis(2000);
 /// How often a switched end's queue pair greets its peer (RD HELLO) until the model ends.
 const RD_EVERY: Duration = Duration::from_millis(50);
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // SplitMix64.
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
-}
+use fastrand::Rng;
 
 /// Which datagrams the network loses.
 #[derive(Clone, Copy)]
@@ -80,11 +63,11 @@ impl Net {
         let lost = match self.loss {
             Loss::Nth(i) => i == n,
             Loss::NthFrom(f, i) => f == from && i == k,
-            Loss::Random(p) => self.rng.chance(p),
+            Loss::Random(p) => self.rng.f64() < p,
         };
         if !lost {
             // 0.1 to 3 ms: enough spread to reorder a hello and its answer.
-            let delay = Duration::from_micros(100 + self.rng.below(2900));
+            let delay = Duration::from_micros(100 + self.rng.u64(..2900));
             self.flight.push((now + delay, 1 - from, d.to_vec()));
         }
     }
@@ -107,10 +90,10 @@ const BOTH: Switched = Switched {
 /// Runs the exchange; B starts `offset` after A. Returns both outcomes.
 fn run(seed: u64, loss: Loss, offset: Duration, sw: Switched) -> [Outcome; 2] {
     let t0 = Instant::now();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::with_seed(seed);
     let qpns = [
-        1 + rng.below(1 << 20) as u32,
-        (1 << 21) + rng.below(1 << 20) as u32,
+        1 + rng.u64(..1 << 20) as u32,
+        (1 << 21) + rng.u64(..1 << 20) as u32,
     ];
     let mut ends = [0, 1].map(|i| End {
         qpn: qpns[i],
