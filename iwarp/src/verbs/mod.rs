@@ -136,6 +136,12 @@ pub struct QpConfig {
     /// rails) may share one, since datagrams are told apart by socket first. `None`: a
     /// process-unique one.
     pub qpn: Option<u32>,
+    /// RD only: authenticated mode. Every datagram sent carries a tag from this key
+    /// ([`crate::auth`]), in place of the CRC32c (`crc` is then not used), and every datagram
+    /// received without the job's tag is dropped and counted (`dropped_unauthenticated`)
+    /// before anything else reads it. The socket must be bound to one address, the one peers
+    /// send to.
+    pub auth: Option<std::sync::Arc<crate::auth::JobKey>>,
 }
 
 /// The largest [`QpConfig::max_ulpdu`]: an MPA ULPDU is at most 65535 bytes, 18 of which are the
@@ -165,6 +171,7 @@ impl Default for QpConfig {
             fit_mtu: true,
             connected_peers: 64,
             qpn: None,
+            auth: None,
         }
     }
 }

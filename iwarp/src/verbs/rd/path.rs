@@ -20,12 +20,14 @@ use super::super::rng::SplitMix64;
 use super::super::{QpConfig, VerbsError, WcStatus};
 use super::conn::PeerSocket;
 use super::copies;
+use super::hello;
 use super::pool::BufPool;
 use super::ring::RecvRing;
 use super::rx::Stash;
 use super::stats::RdStats;
 use super::table::{PeerIx, PeerTable};
 use super::tx::{TxItem, TxQueue};
+use crate::auth::{Context, JobKey, TAG_LEN};
 
 /// `SO_RCVBUF`/`SO_SNDBUF` an RD socket asks for unless the configuration says otherwise.
 pub const RD_SOCKET_BUFFER: usize = 4 << 20;
@@ -95,6 +97,8 @@ pub(crate) struct RdPath {
     /// Sends of sessions that end go back to the caller, and stalls are reported
     /// ([`RdConfig::stall_after`](reliability::Config::stall_after) set): `None` otherwise.
     pub(super) handback: Option<Box<super::returned::Handback>>,
+    /// Authenticated mode's key ([`QpConfig::auth`]).
+    pub(super) auth: Option<Arc<JobKey>>,
 }
 
 impl RdPath {
@@ -105,11 +109,22 @@ impl RdPath {
     ) -> Result<RdPath, VerbsError> {
         let local = socket.local_addr()?;
         let mut rd = config.rd.clone();
-        rd.checksum = config.crc;
+        // The tag detects what the CRC would, and more: a datagram carries one or the other.
+        rd.checksum = config.crc && config.auth.is_none();
         if config.fit_mtu {
             if let Some(limit) = link::udp_payload_limit(local.ip()) {
                 rd.max_datagram_size = rd.max_datagram_size.min(limit);
             }
+        }
+        if config.auth.is_some() {
+            if local.ip().is_unspecified() {
+                return Err(VerbsError::InvalidArgument(
+                    "authenticated mode needs the socket bound to one address, the one peers \
+                     send to (not a wildcard)"
+                        .into(),
+                ));
+            }
+            rd.max_datagram_size = rd.max_datagram_size.saturating_sub(TAG_LEN);
         }
         let mut endpoint = Endpoint::new(rd.clone())
             .map_err(|e| VerbsError::InvalidArgument(e.to_string().into()))?;
@@ -156,7 +171,7 @@ impl RdPath {
             ring: Some(ring),
             parked: VecDeque::new(),
             stash: Stash::default(),
-            tx: TxQueue::default(),
+            tx: TxQueue::new(config.auth.clone()),
             pool: BufPool::default(),
             copies: copies::Copies::default(),
             next_msn: 1,
@@ -167,6 +182,7 @@ impl RdPath {
             send_buffer,
             crc_same_host,
             handback: config.rd.stall_after.map(|_| Box::default()),
+            auth: config.auth.clone(),
         })
     }
 
@@ -202,6 +218,7 @@ impl RdPath {
                                 via: via.cloned(),
                                 header: *header,
                                 t,
+                                tag: None,
                             });
                         }
                         tx.wants_more()
@@ -355,9 +372,41 @@ impl RdPath {
 
     pub(super) fn send_control(&mut self, dst: SocketAddr, bytes: &[u8]) {
         self.stats.control_sent += 1;
+        let tag = self.auth.as_ref().map(|k| {
+            k.tag(
+                &Context::Hello {
+                    from: self.local,
+                    to: dst,
+                },
+                bytes,
+            )
+        });
         // A control datagram the kernel refuses is lost like any other; the timer resends.
         let dst = nix::sys::socket::SockaddrStorage::from(dst);
-        let _ = self.sock.send(&[IoSlice::new(bytes)], &dst);
+        let tag = tag.as_ref().map_or(&[][..], |t| &t[..]);
+        let _ = self
+            .sock
+            .send(&[IoSlice::new(bytes), IoSlice::new(tag)], &dst);
+    }
+
+    /// Authenticated mode: the length of what the job's tag at the end of `data`, a datagram
+    /// from `src` just read, covers; `None` (counted) if it has none. Without a key, all of it.
+    pub(super) fn authentic(&mut self, data: &[u8], src: Option<SocketAddr>) -> Option<usize> {
+        let Some(key) = &self.auth else {
+            return Some(data.len());
+        };
+        let to = self.local;
+        let ctx = match (data.first().is_some_and(|&b| hello::is_control(b)), src) {
+            (true, Some(from)) => Some(Context::Hello { from, to }),
+            // A handshake names its sender by address, which must be known to check it.
+            (true, None) => None,
+            (false, _) => Some(Context::Datagram { to }),
+        };
+        let n = ctx.and_then(|ctx| key.open(&ctx, data));
+        if n.is_none() {
+            self.stats.dropped_unauthenticated += 1;
+        }
+        n
     }
 
     /// Notes that the peer at `i` may have fallen idle (after its work moved on): its active

@@ -209,6 +209,28 @@ impl RecvRing {
         )
     }
 
+    /// Keeps the datagrams of the last `recv` for which `keep` gives a length (each is cut to
+    /// it: a tag taken off its end), in order, and forgets the others; returns how many are
+    /// left.
+    pub(crate) fn retain(
+        &mut self,
+        mut keep: impl FnMut(&[u8], Option<SocketAddr>) -> Option<usize>,
+    ) -> usize {
+        let (slots, meta) = (&self.slots, &self.meta);
+        self.datagrams.retain_mut(|d| {
+            let slot = usize::from(d.slot);
+            let data = &slots[slot][d.start as usize..d.end as usize];
+            match keep(data, meta[slot].1) {
+                Some(len) if len <= data.len() => {
+                    d.end = d.start + len as u32;
+                    true
+                }
+                _ => false,
+            }
+        });
+        self.datagrams.len()
+    }
+
     /// A buffer holding datagram `i` from its start, for it to be set aside: the slot's own
     /// buffer (a spare put in its place) if the datagram is alone there, else a copy, since the
     /// rest of its run is still to be read from the slot.

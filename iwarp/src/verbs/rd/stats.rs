@@ -71,6 +71,9 @@ pub struct RdStats {
     pub dropped_control: u64,
     /// Datagrams the engine refused before any session: too short to name one.
     pub dropped_malformed: u64,
+    /// Authenticated mode: datagrams without the job's tag (forged, altered, redirected, or
+    /// from another job), dropped before anything read them.
+    pub dropped_unauthenticated: u64,
     /// ... or naming no session of ours (stale, foreign, forged).
     pub dropped_unknown_session: u64,
     /// Handshakes abandoned after the peer stayed silent past the limit.
@@ -157,6 +160,7 @@ impl std::ops::AddAssign for RdStats {
         self.control_received += o.control_received;
         self.dropped_control += o.dropped_control;
         self.dropped_malformed += o.dropped_malformed;
+        self.dropped_unauthenticated += o.dropped_unauthenticated;
         self.dropped_unknown_session += o.dropped_unknown_session;
         self.handshake_failures += o.handshake_failures;
         self.peer_failures += o.peer_failures;

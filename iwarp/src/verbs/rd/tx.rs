@@ -20,6 +20,7 @@ use reliability::GatherTransmit;
 use super::super::dgram::DatagramSocket;
 use super::super::io;
 use super::conn::PeerSocket;
+use crate::auth::{Context, JobKey, TAG_LEN};
 
 /// Datagrams per `sendmmsg`.
 const TX_BATCH: usize = 16;
@@ -47,16 +48,24 @@ pub(crate) struct TxItem {
     pub(crate) via: Option<Arc<PeerSocket>>,
     pub(crate) header: [u8; MAX_HEADER_LEN],
     pub(crate) t: GatherTransmit,
+    /// Authenticated mode's tag, which ends the datagram (set by [`TxQueue::push`]).
+    pub(crate) tag: Option<[u8; TAG_LEN]>,
 }
 
 impl TxItem {
-    fn iov(&self) -> [IoSlice<'_>; 4] {
+    fn iov(&self) -> [IoSlice<'_>; 5] {
         [
             IoSlice::new(&self.header[..self.t.header_len]),
             IoSlice::new(&self.t.payload),
             IoSlice::new(&self.t.payload_tail),
             IoSlice::new(self.t.trailer.as_ref().map_or(&[][..], |t| &t[..])),
+            IoSlice::new(self.tag.as_ref().map_or(&[][..], |t| &t[..])),
         ]
+    }
+
+    /// Bytes on the wire.
+    fn size(&self) -> usize {
+        self.t.size() + self.tag.map_or(0, |t| t.len())
     }
 
     /// The socket the datagram leaves from, and the address the send names.
@@ -92,10 +101,20 @@ pub(crate) struct TxQueue {
     pub(crate) gso_sends: u64,
     /// Datagrams that left from a peer's connected socket.
     pub(crate) via_sends: u64,
+    /// Authenticated mode: every datagram gets the job's tag as it is queued.
+    auth: Option<Arc<JobKey>>,
+    /// Where a datagram's pieces are joined to be tagged.
+    scratch: Vec<u8>,
 }
 
 impl Default for TxQueue {
     fn default() -> Self {
+        TxQueue::new(None)
+    }
+}
+
+impl TxQueue {
+    pub(crate) fn new(auth: Option<Arc<JobKey>>) -> TxQueue {
         TxQueue {
             items: VecDeque::new(),
             bytes: 0,
@@ -103,13 +122,20 @@ impl Default for TxQueue {
             gso: true,
             gso_sends: 0,
             via_sends: 0,
+            auth,
+            scratch: Vec::new(),
         }
     }
-}
 
-impl TxQueue {
-    pub(crate) fn push(&mut self, item: TxItem) {
-        self.bytes += item.t.size();
+    pub(crate) fn push(&mut self, mut item: TxItem) {
+        if let Some(key) = &self.auth {
+            self.scratch.clear();
+            for piece in &item.iov()[..4] {
+                self.scratch.extend_from_slice(piece);
+            }
+            item.tag = Some(key.tag(&Context::Datagram { to: item.dst }, &self.scratch));
+        }
+        self.bytes += item.size();
         self.items.push_back(item);
     }
 
@@ -120,7 +146,7 @@ impl TxQueue {
         self.items.retain(|it| {
             let keep = it.dst != dst;
             if !keep {
-                *bytes -= it.t.size();
+                *bytes -= it.size();
             }
             keep
         });
@@ -143,12 +169,7 @@ impl TxQueue {
     }
 
     fn drain_front(&mut self, n: usize) {
-        self.bytes -= self
-            .items
-            .iter()
-            .take(n)
-            .map(|it| it.t.size())
-            .sum::<usize>();
+        self.bytes -= self.items.iter().take(n).map(TxItem::size).sum::<usize>();
         // Dropped in place, not moved out one by one.
         self.items.drain(..n);
     }
@@ -169,7 +190,7 @@ impl TxQueue {
                 // Not a retransmission: its message may have been acknowledged since it was
                 // queued, and its payload, lent from a buffer whose owner then had it back, is
                 // left for the kernel to read (a fault there is an error, not a crash).
-                if it.t.size() <= JOIN_MAX && !it.t.retransmit {
+                if it.size() <= JOIN_MAX && !it.t.retransmit {
                     Self::send_joined(sock, it, &mut self.joined)
                 } else {
                     let (fd, dst) = it.route(sock.fd());
@@ -250,10 +271,10 @@ impl TxQueue {
             return None;
         }
         let first = self.items.get(start)?;
-        let seg = first.t.size();
+        let seg = first.size();
         let (mut n, mut total) = (1, seg);
         for it in self.items.iter().skip(start + 1) {
-            let size = it.t.size();
+            let size = it.size();
             // A connected socket has one peer; only the shared one needs the addresses compared.
             if n == GSO_MAX_SEGMENTS
                 || !it.same_route(first)
@@ -273,8 +294,8 @@ impl TxQueue {
     }
 
     fn send_gso(&mut self, fd: RawFd, n: usize) -> Result<usize, Errno> {
-        let seg = u16::try_from(self.items[0].t.size()).map_err(|_| Errno::EMSGSIZE)?;
-        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(3 * n);
+        let seg = u16::try_from(self.items[0].size()).map_err(|_| Errno::EMSGSIZE)?;
+        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(4 * n);
         for it in self.items.iter().take(n) {
             iov.extend(it.iov().into_iter().filter(|piece| !piece.is_empty()));
         }
@@ -312,7 +333,7 @@ impl TxQueue {
 
     fn send_batch(&self, fd: RawFd) -> Result<usize, Errno> {
         let n = self.batch_len();
-        let iovs: Vec<[IoSlice<'_>; 4]> = self.items.iter().take(n).map(TxItem::iov).collect();
+        let iovs: Vec<[IoSlice<'_>; 5]> = self.items.iter().take(n).map(TxItem::iov).collect();
         let (fd, named) = self.items[0].route(fd);
         let named = named.is_some();
         let addrs: Vec<Option<SockaddrStorage>> = self
@@ -329,7 +350,9 @@ impl TxQueue {
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.items.capacity() * std::mem::size_of::<TxItem>() + self.joined.capacity()
+        self.items.capacity() * std::mem::size_of::<TxItem>()
+            + self.joined.capacity()
+            + self.scratch.capacity()
     }
 }
 
@@ -352,6 +375,7 @@ mod tests {
                 seq: None,
                 retransmit: false,
             },
+            tag: None,
         }
     }
 
@@ -463,6 +487,7 @@ mod tests {
                     seq: None,
                     retransmit: false,
                 },
+                tag: None,
             });
         }
         // All 1472 bytes but the last (740): one run.
