@@ -2,9 +2,11 @@
 
 use std::sync::Arc;
 
+use crate::diag;
 use crate::error::{Errno, Result};
 use crate::info::FABRIC_NAME;
 use crate::params::Config;
+use policies::promote::Mode;
 
 #[derive(Debug)]
 pub struct Fabric {
@@ -12,9 +14,23 @@ pub struct Fabric {
 }
 
 impl Fabric {
-    pub fn open(name: &str, config: Config) -> Result<Arc<Fabric>> {
+    pub fn open(name: &str, mut config: Config) -> Result<Arc<Fabric>> {
         if name != FABRIC_NAME {
             return Err(Errno::NODATA);
+        }
+        config.job_key = config.auth.job_key().map_err(|e| {
+            diag!(Warn, Core, "authenticated mode: {e}");
+            Errno::INVAL
+        })?;
+        if config.job_key.is_some() && config.promote.mode != Mode::Ud {
+            // An RC connection does not prove the key yet: only datagrams carry the tag.
+            diag!(
+                Info,
+                Core,
+                "authenticated mode: every peer over datagrams (FI_DIWARP_MODE={} not used)",
+                config.promote.mode.name()
+            );
+            config.promote.mode = Mode::Ud;
         }
         Ok(Arc::new(Fabric { config }))
     }

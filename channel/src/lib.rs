@@ -13,6 +13,7 @@
 
 pub mod addr;
 pub mod atomic;
+pub mod auth;
 pub mod av;
 pub mod cntr;
 pub mod cq;

@@ -8,6 +8,9 @@ use crate::diag;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamKind {
     Str,
+    /// A string never read through `fi_param_get`, which logs the values it reads: the
+    /// provider takes it from the environment itself.
+    Secret,
     Int,
     Bool,
     Size,
@@ -75,6 +78,9 @@ pub const RC_HALF_LIFE_MS: &str = "rc_half_life_ms";
 pub const RC_HYSTERESIS_MS: &str = "rc_hysteresis_ms";
 pub const RC_IDLE_MS: &str = "rc_idle_ms";
 pub const RC_DATAGRAM_MAX: &str = "rc_datagram_max";
+pub const AUTH: &str = "auth";
+pub const AUTH_KEY: &str = "auth_key";
+pub const AUTH_KEY_FILE: &str = "auth_key_file";
 
 pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -162,6 +168,30 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "With FI_DIWARP_MEM_REPORT, also write a report every this many milliseconds \
                while running (0: at finalize only)",
         default: ParamDefault::Value("0"),
+    },
+    ParamSpec {
+        name: AUTH,
+        kind: ParamKind::Str,
+        help: "Authenticated mode, on or off: every datagram carries a tag from the job's key \
+               (AES-128-GCM-SIV) in place of the CRC32c, and one without it (forged, altered, \
+               or from another job) is dropped and counted (dropped_unauthenticated). Every \
+               peer then goes over datagrams (no RC connections). No confidentiality: data \
+               is not encrypted",
+        default: ParamDefault::Derived("on if FI_DIWARP_AUTH_KEY or FI_DIWARP_AUTH_KEY_FILE is set"),
+    },
+    ParamSpec {
+        name: AUTH_KEY,
+        kind: ParamKind::Secret,
+        help: "The job's key for authenticated mode: at least 16 bytes, the same on every rank \
+               (diwarp run --auth makes a fresh one per job)",
+        default: ParamDefault::Value(""),
+    },
+    ParamSpec {
+        name: AUTH_KEY_FILE,
+        kind: ParamKind::Str,
+        help: "A file holding the job's key (a line end is not part of it); refused unless \
+               its owner is the user and only the owner can read it (chmod 600)",
+        default: ParamDefault::Value(""),
     },
     ParamSpec {
         name: CRC,
@@ -287,7 +317,7 @@ impl ParamValue {
             None => t.parse::<i128>().ok(),
         };
         match kind {
-            ParamKind::Str => Some(ParamValue::Str(s.to_owned())),
+            ParamKind::Str | ParamKind::Secret => Some(ParamValue::Str(s.to_owned())),
             ParamKind::Int => int()
                 .and_then(|v| i32::try_from(v).ok())
                 .map(|v| ParamValue::Int(v.into())),
@@ -350,6 +380,10 @@ pub struct Config {
     pub promote: policies::promote::Config,
     /// hybrid: ask for connections only with datagrams at most this large.
     pub rc_datagram_max: usize,
+    /// Authenticated mode's settings as given ...
+    pub auth: crate::auth::AuthParams,
+    /// ... and its key, once the fabric has read them (`None`: the mode is off).
+    pub job_key: Option<std::sync::Arc<iwarp::auth::JobKey>>,
 }
 
 impl Default for Config {
@@ -372,6 +406,8 @@ impl Default for Config {
             push_size: 4 * crate::data::wire::CHUNK,
             promote: policies::promote::Config::default(),
             rc_datagram_max: 4096,
+            auth: crate::auth::AuthParams::default(),
+            job_key: None,
         }
     }
 }
@@ -535,7 +571,33 @@ impl Config {
             *DATAGRAM_SIZE_RANGE.end(),
             &mut c.rc_datagram_max,
         );
+        c.auth = auth_from(src);
         c
+    }
+}
+
+fn auth_from(src: &dyn ParamSource) -> crate::auth::AuthParams {
+    let text = |name: &str| match src.get(spec(name)) {
+        Some(ParamValue::Str(s)) if !s.trim().is_empty() => Some(s),
+        _ => None,
+    };
+    let mode = text(AUTH).map(|s| match s.trim().to_ascii_lowercase().as_str() {
+        "on" | "1" | "yes" | "true" => true,
+        "off" | "0" | "no" | "false" => false,
+        _ => {
+            // Fails closed: a misspelt "on" must not leave a job open.
+            diag!(
+                Warn,
+                Core,
+                "FI_DIWARP_AUTH={s} is not on or off; taking it as on"
+            );
+            true
+        }
+    });
+    crate::auth::AuthParams {
+        mode,
+        key: text(AUTH_KEY),
+        key_file: text(AUTH_KEY_FILE),
     }
 }
 

@@ -35,7 +35,8 @@ QP_COUNTERS = ["datagrams_sent", "datagrams_received", "datagrams_read", "data_s
                "dropped", "dropped_checksum", "acks_sent", "window_full", "would_block", "messages_acked",
                "messages_delivered", "srtt_us", "peers", "connected_peers", "crc_peers", "dormant_peers",
                "sessions_open", "sessions_frozen", "sessions_resumed", "control_sent",
-               "control_received", "dropped_control", "dropped_malformed", "dropped_unknown_session",
+               "control_received", "dropped_control", "dropped_malformed", "dropped_unauthenticated",
+               "dropped_unknown_session",
                "handshake_failures", "peer_failures", "stalls", "sends_handed_back", "parked", "refused", "stashed", "protocol_errors",
                "send_errors", "connected_sends", "gso_sends", "gro_runs", "max_datagram_size"]
 

@@ -29,7 +29,7 @@ pub struct Setting {
 
 pub fn kind_name(k: ParamKind) -> &'static str {
     match k {
-        ParamKind::Str => "string",
+        ParamKind::Str | ParamKind::Secret => "string",
         ParamKind::Int => "integer",
         ParamKind::Bool => "boolean (0/1, yes/no, true/false, on/off)",
         ParamKind::Size => "size",

@@ -122,6 +122,7 @@ impl DataPath {
             crc: config.crc,
             crc_same_host: config.crc_same_host,
             connected_peers: config.connected_peers,
+            auth: config.job_key.clone(),
             ..QpConfig::default()
         };
         qc.rd.idle_timeout = config.peer_timeout;

@@ -10,7 +10,7 @@ use crate::sys;
 
 fn kind(k: ParamKind) -> sys::fi_param_type {
     match k {
-        ParamKind::Str => sys::FI_PARAM_STRING,
+        ParamKind::Str | ParamKind::Secret => sys::FI_PARAM_STRING,
         ParamKind::Int => sys::FI_PARAM_INT,
         ParamKind::Bool => sys::FI_PARAM_BOOL,
         ParamKind::Size => sys::FI_PARAM_SIZE_T,
@@ -63,8 +63,12 @@ impl ParamSource for CoreParams {
     fn get(&self, spec: &ParamSpec) -> Option<ParamValue> {
         // SAFETY: each arm passes the type libfabric documents for that parameter type; a
         // string result points into the environment, copied before returning.
+        if spec.kind == ParamKind::Secret {
+            return crate::params::EnvParams.get(spec);
+        }
         unsafe {
             match spec.kind {
+                ParamKind::Secret => None,
                 ParamKind::Str => {
                     let p = self.get::<*const c_char>(spec, ptr::null())?;
                     (!p.is_null())
