@@ -7,6 +7,7 @@ mod fi_bench;
 mod harness;
 mod info;
 mod install;
+mod job_key;
 mod launch;
 mod man;
 mod mem_bench;

@@ -47,6 +47,23 @@ and a nonce that tells a restarted peer from its predecessor.
 .B Progress
 FI_PROGRESS_MANUAL for data, with a timer thread that keeps acknowledgements
 and retransmissions going while the application computes.
+.SH SECURITY
+By default a job trusts what reaches its sockets once session ids and epochs
+match, which anyone who sees one datagram can forge.
+Authenticated mode (FI_DIWARP_AUTH, on whenever FI_DIWARP_AUTH_KEY or
+FI_DIWARP_AUTH_KEY_FILE is set; diwarp run \-\-auth makes a fresh key per job)
+puts a tag from the job's key (AES\-128\-GCM\-SIV) on every datagram, bound to
+its receiver, in place of the CRC32c.
+A datagram without it (forged, altered, redirected, from another job) is dropped
+before it is read and counted as dropped_unauthenticated; a replay is dropped
+by the sequence window.
+A rank with another key is never heard and its operations fail with FI_EIO
+after FI_DIWARP_PEER_TIMEOUT_MS.
+Every peer then goes over datagrams: RC connections are not used in this mode.
+It gives no confidentiality (data is not encrypted), and an attacker on the
+path can still drop packets.
+FI_LOG_LEVEL does not print the key (the provider reads it from the
+environment itself); a key file must be its owner's and mode 600 or 400.
 .SH LIMITATIONS
 FI_ATOMIC is not offered.
 Ranks of different diwarp builds refuse each other at address insertion.

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::Args;
 
 use crate::launch::{self, Hosts, Mode, Mpi, Transport, RUN_ID_VAR};
-use crate::{mpiexec, procs, provider, shell};
+use crate::{job_key, mpiexec, procs, provider, shell};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -54,6 +54,10 @@ pub struct RunArgs {
     /// address; ranks go round-robin over them. Needs the checkout's scripts/netns-launch.
     #[arg(long, env = "MPIRUN_DIWARP_NETNS", value_delimiter = ',')]
     netns: Vec<String>,
+    /// Authenticated mode with a fresh random key for this job (FI_DIWARP_AUTH=on,
+    /// FI_DIWARP_AUTH_KEY), unless the caller set a key or key file, which is kept.
+    #[arg(long)]
+    auth: bool,
     /// Print the environment and command; run nothing.
     #[arg(long)]
     dry_run: bool,
@@ -128,9 +132,14 @@ pub fn main(a: RunArgs) -> ExitCode {
     };
     // The caller's environment as far as the plan reads it (names and values in UTF-8; a
     // variable that is not is passed on untouched by the launcher, just not looked at).
-    let caller: Vec<(String, String)> = std::env::vars_os()
+    let mut caller: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
+    if a.auth {
+        if let Err(e) = job_key::add_fresh(&mut caller) {
+            return usage(&e);
+        }
+    }
     let req = launch::Request {
         mpi: a.mpi,
         transport: a.transport,
@@ -147,7 +156,7 @@ pub fn main(a: RunArgs) -> ExitCode {
         Err(e) => return usage(&e),
     };
     if a.dry_run || a.verbose {
-        let env: Vec<String> = plan.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let env: Vec<String> = plan.env.iter().map(|(k, v)| job_key::shown(k, v)).collect();
         eprintln!(
             "# timeout {} s, then every process of the run is killed\nenv {} \\\n   {}",
             a.timeout,

@@ -26,10 +26,13 @@ pub struct Entry {
 }
 
 /// The variables the entries choose: cleared for every diwarp run, then set from the entry.
-pub const OWNED: [&str; 3] = [
+pub const OWNED: [&str; 6] = [
     "FI_DIWARP_MODE",
     "FI_DIWARP_RC_MAX",
     "FI_DIWARP_RAIL_THREADS",
+    "FI_DIWARP_AUTH",
+    "FI_DIWARP_AUTH_KEY",
+    "FI_DIWARP_AUTH_KEY_FILE",
 ];
 
 const fn e(
@@ -49,6 +52,15 @@ const fn e(
 const UD: &[(&str, &str)] = &[("FI_DIWARP_MODE", "ud")];
 const RC: &[(&str, &str)] = &[("FI_DIWARP_MODE", "rc")];
 const HYBRID: &[(&str, &str)] = &[("FI_DIWARP_MODE", "hybrid")];
+// Authenticated mode (which carries every peer over datagrams) with a fixed key: a benchmark's
+// key protects nothing.
+const UD_AUTH: &[(&str, &str)] = &[
+    ("FI_DIWARP_MODE", "ud"),
+    (
+        "FI_DIWARP_AUTH_KEY",
+        "diwarp-benchmark-key-0123456789abcdef",
+    ),
+];
 // Rails as scripts/netns-hosts names them (dw0, dw1, dw2), in the default mode.
 const RAILS1: &[(&str, &str)] = &[("FI_DIWARP_IFACE", "dw0")];
 const RAILS2: &[(&str, &str)] = &[("FI_DIWARP_IFACE", "dw0,dw1")];
@@ -91,6 +103,12 @@ pub static TABLE: &[Entry] = &[
     e("mpich-diwarp-rc", Mpi::Mpich, Transport::Diwarp, RC),
     // Every peer over datagrams.
     e("mpich-diwarp-ud", Mpi::Mpich, Transport::Diwarp, UD),
+    e(
+        "mpich-diwarp-ud-auth",
+        Mpi::Mpich,
+        Transport::Diwarp,
+        UD_AUTH,
+    ),
     // libfabric 2.x's native tcp RDM provider (not tcp;ofi_rxm).
     e("mpich-tcp", Mpi::Mpich, Transport::Tcp, &[]),
     e("mpich-tcp-rxm", Mpi::Mpich, Transport::TcpRxm, &[]),
