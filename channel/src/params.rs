@@ -75,6 +75,7 @@ pub const RC_HALF_LIFE_MS: &str = "rc_half_life_ms";
 pub const RC_HYSTERESIS_MS: &str = "rc_hysteresis_ms";
 pub const RC_IDLE_MS: &str = "rc_idle_ms";
 pub const RC_DATAGRAM_MAX: &str = "rc_datagram_max";
+pub const PORT_RANGE: &str = "port_range";
 
 pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -85,6 +86,17 @@ pub const PARAMS: &[ParamSpec] = &[
                across the rails a pair of ranks shares, by measured rate. Rails pair by \
                position: every host lists its interfaces in one order",
         default: ParamDefault::Derived("the first interface that is up and not loopback, else 127.0.0.1"),
+    },
+    ParamSpec {
+        name: PORT_RANGE,
+        kind: ParamKind::Str,
+        help: "Local ports the endpoint listens on, LOW-HIGH (e.g. 50000-50099), for a host \
+               firewall that opens only those: one UDP port per rail and one TCP port (the RC \
+               listener, on the first rail; none in ud mode) per rank, each on the rail's \
+               address. A range with no free port left, or a malformed one, keeps the \
+               endpoint from opening, with a message naming this variable. Outgoing RC \
+               connections and per-peer UDP sockets keep ephemeral source ports",
+        default: ParamDefault::Derived("unset: any port the kernel picks"),
     },
     ParamSpec {
         name: EAGER_SIZE,
@@ -324,6 +336,9 @@ impl ParamSource for EnvParams {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub iface: Option<String>,
+    /// Where the endpoint's sockets listen; `Err`: a malformed `FI_DIWARP_PORT_RANGE`
+    /// (the endpoint refuses to open rather than listen where a firewall may block it).
+    pub port_range: Result<Option<crate::ports::PortRange>, String>,
     pub eager_size: usize,
     pub linger: Duration,
     pub peer_timeout: Duration,
@@ -356,6 +371,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             iface: None,
+            port_range: Ok(None),
             eager_size: crate::info::INJECT_SIZE,
             linger: Duration::from_millis(2000),
             peer_timeout: Duration::from_millis(30_000),
@@ -446,6 +462,9 @@ impl Config {
             if !s.is_empty() {
                 c.iface = Some(s);
             }
+        }
+        if let Some(ParamValue::Str(s)) = src.get(spec(PORT_RANGE)) {
+            c.port_range = crate::ports::PortRange::parse(&s).map_err(|e| format!("{s:?}: {e}"));
         }
         size_at_most(src, EAGER_SIZE, EAGER_MAX, &mut c.eager_size);
         millis_in(src, LINGER_MS, 0..=LINGER_MAX_MS, &mut c.linger);
@@ -759,5 +778,25 @@ mod tests {
             assert!(!p.help.is_empty());
             assert!(PARAMS[..i].iter().all(|q| q.name != p.name));
         }
+    }
+
+    #[test]
+    fn port_range_is_parsed_or_kept_as_the_reason_it_is_not() {
+        let with = |v: &str| {
+            Config::from_source(&Map(HashMap::from([(
+                PORT_RANGE,
+                ParamValue::Str(v.into()),
+            )])))
+            .port_range
+        };
+        let r = with("50000-50010").unwrap().unwrap();
+        assert_eq!((r.low, r.high), (50000, 50010));
+        assert_eq!(with(""), Ok(None));
+        assert_eq!(Config::default().port_range, Ok(None));
+        let e = with("50010-50000").unwrap_err();
+        assert!(
+            e.starts_with("\"50010-50000\": ") && e.contains("low end"),
+            "{e}"
+        );
     }
 }
