@@ -5,6 +5,7 @@
 mod bench;
 mod fi_bench;
 mod harness;
+mod hostfile;
 mod info;
 mod install;
 mod launch;
