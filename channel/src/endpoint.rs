@@ -3,7 +3,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use crate::diag;
 use crate::domain::Domain;
 use crate::error::{Errno, Result};
 use crate::info::{negotiate, Info, RX_OP_FLAGS, TX_OP_FLAGS};
+use crate::log::{misconfigured, Subsys};
 use crate::memory::report::{Counters, Heap, RailCounters, Report, SCHEMA};
 use crate::memory::{self, Shared, Watch};
 use crate::path::Rail;
@@ -100,12 +101,32 @@ impl Endpoint {
                 diag!(Warn, EpCtrl, "FI_DIWARP_IFACE: {e}");
                 Errno::NODATA
             })?;
+        let range = domain.fabric.config.port_range.clone().map_err(|e| {
+            misconfigured(
+                Subsys::EpCtrl,
+                module_path!(),
+                line!(),
+                format_args!("{}={e}; the endpoint does not open", crate::ports::VAR),
+            );
+            Errno::INVAL
+        })?;
         let mut sockets = Vec::with_capacity(ips.len());
         let mut rails = Vec::with_capacity(ips.len());
         for ip in ips {
-            let socket = UdpSocket::bind(SocketAddr::new(ip, 0)).map_err(|e| {
-                diag!(Warn, EpCtrl, "cannot bind a UDP socket on {ip}: {e}");
-                Errno(e.raw_os_error().map_or(FI_EOTHER, |n| n as u32))
+            let socket = crate::ports::bind_udp(range, ip).map_err(|e| {
+                let errno = Errno(e.raw_os_error().map_or(FI_EOTHER, |n| n as u32));
+                let why = format!("cannot bind a UDP socket on {ip}: {e}");
+                if matches!(e, crate::ports::BindError::Exhausted { .. }) {
+                    misconfigured(
+                        Subsys::EpCtrl,
+                        module_path!(),
+                        line!(),
+                        format_args!("{why}"),
+                    );
+                } else {
+                    diag!(Warn, EpCtrl, "{why}");
+                }
+                errno
             })?;
             let udp_port = socket.local_addr().map_err(|_| Errno::OTHER)?.port();
             rails.push(RailAddr {
@@ -662,6 +683,9 @@ impl Progress for Endpoint {
         }
     }
 }
+
+#[cfg(test)]
+mod port_tests;
 
 #[cfg(test)]
 mod tests {

@@ -70,9 +70,9 @@ pub fn resolve(iface: Option<&str>) -> Result<IpAddr, String> {
     }
 }
 
-/// A rail as `diwarp info` shows it: the interface that holds its address, and that
-/// interface's MTU, where this host can tell.
-pub fn describe(ip: IpAddr) -> String {
+/// The interface that holds `ip`, and that interface's MTU where this host can tell (`None`:
+/// no interface of this host has the address).
+pub fn interface_of(ip: IpAddr) -> Option<(String, Option<u32>)> {
     let name = getifaddrs().ok().and_then(|mut all| {
         all.find(|a| {
             a.address.as_ref().is_some_and(|sa| {
@@ -89,16 +89,34 @@ pub fn describe(ip: IpAddr) -> String {
         ip.is_loopback()
             .then(|| getifaddrs().ok()?.find(lo).map(|a| a.interface_name))
             .flatten()
-    });
-    let Some(name) = name else {
-        return format!("{ip} (on no interface of this host)");
-    };
+    })?;
     let mtu = std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
         .ok()
-        .map(|m| m.trim().to_string());
-    match mtu {
-        Some(m) => format!("{ip} on {name}, MTU {m}"),
-        None => format!("{ip} on {name}"),
+        .and_then(|m| m.trim().parse().ok());
+    Some((name, mtu))
+}
+
+/// The names of this host's interfaces that are up, for messages that suggest one.
+pub fn up_interfaces() -> Vec<String> {
+    let mut names: Vec<String> = getifaddrs()
+        .map(|all| {
+            all.filter(|a| a.flags.contains(InterfaceFlags::IFF_UP))
+                .map(|a| a.interface_name)
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A rail as `diwarp info` shows it: the interface that holds its address, and that
+/// interface's MTU, where this host can tell.
+pub fn describe(ip: IpAddr) -> String {
+    match interface_of(ip) {
+        None => format!("{ip} (on no interface of this host)"),
+        Some((name, Some(m))) => format!("{ip} on {name}, MTU {m}"),
+        Some((name, None)) => format!("{ip} on {name}"),
     }
 }
 
@@ -141,5 +159,8 @@ mod tests {
             describe(lo)
         );
         assert!(describe("192.0.2.9".parse().unwrap()).contains("no interface"));
+        let (name, mtu) = interface_of(lo).unwrap();
+        assert!(mtu.is_some_and(|m| m >= 1280), "{name} {mtu:?}");
+        assert!(up_interfaces().contains(&name));
     }
 }

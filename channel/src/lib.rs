@@ -35,6 +35,7 @@ pub mod mr;
 pub mod params;
 pub mod path;
 pub mod peer;
+pub mod ports;
 pub mod progress;
 mod raw;
 mod sys;

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
 
+use crate::hostfile::Cluster;
+
 /// The variable every process of a run carries, so the run's processes can be found and
 /// killed even after they leave its session.
 pub const RUN_ID_VAR: &str = "MPIRUN_DIWARP_RUN_ID";
@@ -100,6 +102,8 @@ pub struct Request<'a> {
     /// Required for diwarp.
     pub provider_dir: Option<&'a Path>,
     pub hosts: Option<&'a Hosts>,
+    /// Real hosts (`--hosts`, `--hostfile`), started by the launcher's own means (ssh).
+    pub cluster: Option<&'a Cluster>,
     pub extra: &'a [String],
     pub program: &'a [String],
 }
@@ -125,12 +129,18 @@ fn words(ws: &[&str]) -> Vec<String> {
 pub fn plan(req: &Request, caller: &[(String, String)]) -> Result<Plan, String> {
     let get = |k: &str| caller.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let mut p = Plan::default();
+    if req.hosts.is_some() && req.cluster.is_some() {
+        return Err(
+            "--netns plays hosts on this machine; it does not go with --hosts or --hostfile".into(),
+        );
+    }
+    let several = req.hosts.is_some() || req.cluster.is_some();
     // The interface a provider binds: the caller's, else loopback on one host, else the
     // provider's own default (never loopback when ranks are on different hosts).
-    let iface = |p: &mut Plan, var: &str| match (get(var), req.hosts) {
+    let iface = |p: &mut Plan, var: &str| match (get(var), several) {
         (Some(v), _) => p.env.push(kv(var, v)),
-        (None, None) => p.env.push(kv(var, "lo")),
-        (None, Some(_)) => {}
+        (None, false) => p.env.push(kv(var, "lo")),
+        (None, true) => {}
     };
     let mut args: Vec<String> = Vec::new();
     let exe = req.mpiexec.display().to_string();
@@ -173,6 +183,9 @@ pub fn plan(req: &Request, caller: &[(String, String)]) -> Result<Plan, String> 
                 args.extend(["-localhost".into(), h.addrs[0].clone()]);
                 args.extend(["-hosts".into(), h.addrs.join(",")]);
             }
+            if let Some(c) = req.cluster {
+                args.extend(c.hydra_args());
+            }
         }
         Mpi::Impi => {
             p.env.push(kv("I_MPI_FABRICS", "ofi"));
@@ -195,6 +208,9 @@ pub fn plan(req: &Request, caller: &[(String, String)]) -> Result<Plan, String> 
                 return Err("--netns is not supported under Intel MPI".into());
             }
             args.extend([exe, "-n".into(), req.np.to_string()]);
+            if let Some(c) = req.cluster {
+                args.extend(c.hydra_args());
+            }
         }
         Mpi::Openmpi | Mpi::Openmpi5 => {
             // Debian's openmpi-mca-params.conf sets "mtl = ^ofi"; --mca mtl ofi overrides it.
@@ -225,7 +241,7 @@ pub fn plan(req: &Request, caller: &[(String, String)]) -> Result<Plan, String> 
                 }
                 Transport::OmpiTcp => {
                     let mut v = words(&["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]);
-                    if req.hosts.is_none() {
+                    if !several {
                         v.extend(words(&["--mca", "btl_tcp_if_include", "lo"]));
                     }
                     v
@@ -265,6 +281,9 @@ pub fn plan(req: &Request, caller: &[(String, String)]) -> Result<Plan, String> 
                 ]);
                 args.extend(["--host".into(), list.join(",")]);
                 args.extend(words(&["--map-by", "node", "--bind-to", "none"]));
+            }
+            if let Some(c) = req.cluster {
+                args.extend(c.open_mpi_args());
             }
         }
     }
@@ -319,6 +338,7 @@ mod tests {
             mpiexec: Path::new("/x/mpiexec"),
             provider_dir: Some(Path::new("/p")),
             hosts,
+            cluster: None,
             extra: &[],
             program: &[],
         }
@@ -458,5 +478,87 @@ mod tests {
             "{a}"
         );
         assert!(!a.contains("btl_tcp_if_include"), "{a}");
+    }
+
+    #[test]
+    fn cluster_hosts_go_to_each_launcher_in_its_form() {
+        let c = Cluster::from_list(&["10.0.0.1".into(), "10.0.0.2:3".into()]).unwrap();
+        let mut r = req(Mpi::Mpich, Transport::Diwarp, None);
+        r.cluster = Some(&c);
+        let prog = vec!["./pingpong".to_owned()];
+        r.program = &prog;
+        let p = plan(&r, &[]).unwrap();
+        assert_eq!(
+            p.argv.join(" "),
+            "/x/mpiexec -n 4 -hosts 10.0.0.1,10.0.0.2:3 ./pingpong",
+            "the caller's own launcher (ssh, or HYDRA_LAUNCHER*), no namespace"
+        );
+        assert_eq!(env_of(&p, "FI_DIWARP_IFACE"), None, "not lo across hosts");
+        assert!(p.launcher_env.is_empty());
+        let env = caller(&[
+            ("FI_DIWARP_IFACE", "eth1"),
+            ("FI_DIWARP_PORT_RANGE", "50000-50099"),
+        ]);
+        let p = plan(&r, &env).unwrap();
+        assert_eq!(env_of(&p, "FI_DIWARP_IFACE"), Some("eth1"));
+        assert_eq!(env_of(&p, "FI_DIWARP_PORT_RANGE"), Some("50000-50099"));
+        r.mpi = Mpi::Impi;
+        let p = plan(&r, &[]).unwrap();
+        assert_eq!(
+            p.argv.join(" "),
+            "/x/mpiexec -n 4 -hosts 10.0.0.1,10.0.0.2:3 ./pingpong"
+        );
+        for mpi in [Mpi::Openmpi, Mpi::Openmpi5] {
+            r.mpi = mpi;
+            let p = plan(&r, &env).unwrap();
+            let a = p.argv.join(" ");
+            assert!(a.contains(" --host 10.0.0.1,10.0.0.2:3 "), "{a}");
+            assert!(a.contains("-x FI_DIWARP_PORT_RANGE"), "{a}");
+            assert!(!a.contains("--map-by"), "the launcher's own mapping: {a}");
+            assert!(a.ends_with("./pingpong"), "{a}");
+        }
+        r.transport = Transport::OmpiTcp;
+        r.mpi = Mpi::Openmpi;
+        let a = plan(&r, &[]).unwrap().argv.join(" ");
+        assert!(!a.contains("btl_tcp_if_include lo"), "{a}");
+    }
+
+    #[test]
+    fn a_hostfile_is_named_to_the_launcher_that_reads_its_form() {
+        let dir = std::env::temp_dir().join(format!("diwarp-hostfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("hosts");
+        std::fs::write(&f, "nodeA slots=2\nnodeB slots=2\n").unwrap();
+        let c = Cluster::from_file(&f).unwrap();
+        let mut r = req(Mpi::Openmpi, Transport::Diwarp, None);
+        r.cluster = Some(&c);
+        let a = plan(&r, &[]).unwrap().argv.join(" ");
+        assert!(a.contains(&format!(" --hostfile {} ", f.display())), "{a}");
+        r.mpi = Mpi::Mpich;
+        let a = plan(&r, &[]).unwrap().argv.join(" ");
+        assert!(
+            a.ends_with("-n 4 -hosts nodeA:2,nodeB:2"),
+            "Hydra reads no slots=: {a}"
+        );
+        std::fs::write(&f, "nodeA\nnodeB\n").unwrap();
+        let c = Cluster::from_file(&f).unwrap();
+        r.cluster = Some(&c);
+        let a = plan(&r, &[]).unwrap().argv.join(" ");
+        assert!(a.ends_with(&format!("-n 4 -f {}", f.display())), "{a}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn namespaces_and_real_hosts_do_not_mix() {
+        let h = Hosts {
+            namespaces: vec!["h1".into()],
+            addrs: vec!["10.0.0.1".into()],
+            agent: PathBuf::from("/s/netns-launch"),
+        };
+        let c = Cluster::from_list(&["a".into()]).unwrap();
+        let mut r = req(Mpi::Mpich, Transport::Diwarp, Some(&h));
+        r.cluster = Some(&c);
+        let e = plan(&r, &[]).unwrap_err();
+        assert!(e.contains("--netns") && e.contains("--hosts"), "{e}");
     }
 }

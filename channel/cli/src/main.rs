@@ -3,8 +3,10 @@
 //! provider's man page.
 
 mod bench;
+mod doctor;
 mod fi_bench;
 mod harness;
+mod hostfile;
 mod info;
 mod install;
 mod job_key;
@@ -42,6 +44,10 @@ enum Cmd {
     Info(info::InfoArgs),
     /// Print the provider's man page, fi_diwarp(7), in roff.
     Man,
+    /// Check one host, or several (--hosts), before a job: the interface and MTU diwarp
+    /// would use, UDP and TCP between the hosts, kernel buffer limits, huge pages; one line
+    /// per finding with what to change.
+    Doctor(doctor::DoctorArgs),
     /// Install this command, the provider and the man page under a prefix.
     Install(install::InstallArgs),
     /// MPI point-to-point latency and bandwidth (pt2pt.c) over diwarp and its peers side by
@@ -80,6 +86,7 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Run(args) => run::main(args),
         Cmd::Info(args) => info::main(&args),
+        Cmd::Doctor(args) => doctor::main(args),
         Cmd::Install(args) => install::main(&args),
         Cmd::Bench(args) => bench::main(args),
         Cmd::MemBench(args) => mem_bench::main(args),

@@ -74,7 +74,21 @@ Open MPI: mpirun \-\-mca pml cm \-\-mca mtl ofi \-\-mca mtl_ofi_provider_include
 \-x FI_PROVIDER=diwarp \-x FI_PROVIDER_PATH=\fIdir\fR \-n 4 ./prog
 .br
 Or: diwarp run \-\-mpi mpich|openmpi \-n 4 \-\- ./prog, which also kills every rank
-after a timeout.
+after a timeout; across hosts, diwarp run \-\-hosts \fIa\fR,\fIb\fR (or \-\-hostfile
+\fIfile\fR) \-n 8 \-\- ./prog, after diwarp doctor \-\-hosts \fIa\fR,\fIb\fR.
+.SH PORTS
+Each rank listens on one UDP port per rail (FI_DIWARP_IFACE), on the rail's address,
+and on one TCP port (its RC listener, on the first rail's address; none when
+FI_DIWARP_MODE is ud).
+A job of N ranks per host with R rails needs N*R UDP ports and N TCP ports open on
+each host.
+FI_DIWARP_PORT_RANGE confines both to a range; an endpoint that finds no free port
+in it, or a malformed range, does not open, and says so naming the variable.
+What a rank connects out from (its RC connections, its per\-peer UDP sockets,
+FI_DIWARP_CONNECTED_PEERS) takes ephemeral source ports: the host's firewall must
+let out what the host starts, and in what answers it.
+libdiwarp\-sockets.so opens no port of its own: a switched socket keeps the
+program's.
 .SH RUNTIME PARAMETERS
 "#;
 

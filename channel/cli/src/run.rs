@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 
+use crate::hostfile::Cluster;
 use crate::launch::{self, Hosts, Mode, Mpi, Transport, RUN_ID_VAR};
 use crate::{job_key, mpiexec, procs, provider, shell};
 
@@ -58,6 +59,17 @@ pub struct RunArgs {
     /// FI_DIWARP_AUTH_KEY), unless the caller set a key or key file, which is kept.
     #[arg(long)]
     auth: bool,
+    /// Hosts of a cluster, comma-separated (host or host:SLOTS), given to the MPI's launcher
+    /// as it takes them (Hydra: -hosts; Open MPI: --host); it starts the remote ranks with
+    /// its own means (ssh). The provider binds each host's default interface unless
+    /// FI_DIWARP_IFACE is set.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["netns", "hostfile"])]
+    hosts: Vec<String>,
+    /// A file of hosts, one a line (host, host:SLOTS or host slots=SLOTS; # comments), given
+    /// to the launcher as a file where it reads that form (Hydra: -f; Open MPI: --hostfile),
+    /// else as the same host list.
+    #[arg(long, value_name = "FILE", conflicts_with = "netns")]
+    hostfile: Option<PathBuf>,
     /// Print the environment and command; run nothing.
     #[arg(long)]
     dry_run: bool,
@@ -113,9 +125,22 @@ fn hosts(namespaces: &[String]) -> Result<Option<Hosts>, String> {
     }))
 }
 
+/// The cluster `--hosts` or `--hostfile` names, if either does.
+fn cluster(a: &RunArgs) -> Result<Option<Cluster>, String> {
+    match (&a.hostfile, a.hosts.is_empty()) {
+        (Some(f), _) => Cluster::from_file(f).map(Some),
+        (None, false) => Cluster::from_list(&a.hosts).map(Some),
+        (None, true) => Ok(None),
+    }
+}
+
 pub fn main(a: RunArgs) -> ExitCode {
     let hosts = match hosts(&a.netns) {
         Ok(h) => h,
+        Err(e) => return usage(&e),
+    };
+    let cluster = match cluster(&a) {
+        Ok(c) => c,
         Err(e) => return usage(&e),
     };
     let mpiexec = match mpiexec::find(a.mpi) {
@@ -148,6 +173,7 @@ pub fn main(a: RunArgs) -> ExitCode {
         mpiexec: &mpiexec,
         provider_dir: provider.as_deref(),
         hosts: hosts.as_ref(),
+        cluster: cluster.as_ref(),
         extra: &a.mpi_arg,
         program: &a.program,
     };
@@ -255,4 +281,45 @@ fn supervise(plan: &launch::Plan, timeout: Duration, program: &[String]) -> Exit
         &id,
     );
     ExitCode::from(rc.clamp(0, 255) as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<RunArgs, String> {
+        let argv = std::iter::once("run").chain(args.iter().copied());
+        Cli::try_parse_from(argv)
+            .map(|c| c.run)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn hosts_come_from_one_place_only() {
+        let a = parse(&["--hosts", "a,b:2", "./x"]).unwrap();
+        assert_eq!(a.hosts, ["a", "b:2"]);
+        let c = cluster(&a).unwrap().unwrap();
+        assert_eq!(c.hosts.len(), 2);
+        for bad in [
+            &["--hosts", "a,b", "--netns", "n1,n2", "./x"][..],
+            &["--hosts", "a", "--hostfile", "/f", "./x"],
+            &["--hostfile", "/f", "--netns", "n1", "./x"],
+        ] {
+            let e = parse(bad).err().expect("refused");
+            assert!(e.contains("cannot be used with"), "{bad:?}: {e}");
+        }
+        let a = parse(&["--hostfile", "/no/such/file", "./x"]).unwrap();
+        let e = cluster(&a).unwrap_err();
+        assert!(e.contains("/no/such/file: cannot read it"), "{e}");
+        let a = parse(&["--hosts", "a,,b", "./x"]).unwrap();
+        assert!(cluster(&a).unwrap_err().contains("an empty host name"));
+        assert!(cluster(&parse(&["./x"]).unwrap()).unwrap().is_none());
+    }
 }

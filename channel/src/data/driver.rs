@@ -1,7 +1,7 @@
 //! The queue-pair side of the data path: posting what the state queued, polling, and the
 //! endpoint-level operations that need both.
 
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::{TcpListener, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ use crate::addr::EpName;
 use crate::av::AddressVector;
 use crate::diag;
 use crate::error::{Errno, Result};
+use crate::log::{misconfigured, Subsys};
 use crate::params::Config;
 use crate::path::stripe::Striping;
 use crate::path::{self, Rail, RcPaths};
@@ -35,15 +36,25 @@ fn listen(config: &Config, name: &mut EpName) -> Result<Option<TcpListener>> {
     if config.promote.mode == policies::promote::Mode::Ud {
         return Ok(None);
     }
-    let l = TcpListener::bind(SocketAddr::new(name.ip, 0))
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+    let range = config.port_range.clone().unwrap_or(None);
+    let l = crate::ports::listen_tcp(range, name.ip)
+        .and_then(|l| {
+            l.set_nonblocking(true)
+                .map(|()| l)
+                .map_err(crate::ports::BindError::Os)
+        })
         .map_err(|e| {
-            diag!(
-                Warn,
-                EpCtrl,
-                "cannot listen for RC connections on {}: {e}",
-                name.ip
-            );
+            let why = format!("cannot listen for RC connections on {}: {e}", name.ip);
+            if matches!(e, crate::ports::BindError::Exhausted { .. }) {
+                misconfigured(
+                    Subsys::EpCtrl,
+                    module_path!(),
+                    line!(),
+                    format_args!("{why}"),
+                );
+                return Errno(e.raw_os_error().unwrap_or(0) as u32);
+            }
+            diag!(Warn, EpCtrl, "{why}");
             Errno::OTHER
         })?;
     name.tcp_port = l.local_addr().map_err(|_| Errno::OTHER)?.port();
