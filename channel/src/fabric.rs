@@ -19,7 +19,13 @@ impl Fabric {
             return Err(Errno::NODATA);
         }
         config.job_key = config.auth.job_key().map_err(|e| {
-            diag!(Warn, Core, "authenticated mode: {e}");
+            // Said even with logging off: the MPI stops with a message that does not say why.
+            crate::log::misconfigured(
+                crate::log::Subsys::Core,
+                module_path!(),
+                line!(),
+                format_args!("authenticated mode: {e}"),
+            );
             Errno::INVAL
         })?;
         if config.job_key.is_some() && config.promote.mode != Mode::Ud {

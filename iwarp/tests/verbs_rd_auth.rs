@@ -254,3 +254,36 @@ fn a_wildcard_socket_is_refused_in_authenticated_mode() {
     let err = qp.bind_udp("0.0.0.0:0".parse().unwrap()).unwrap_err();
     assert!(err.to_string().contains("bound to one address"), "{err}");
 }
+
+/// A queue pair with another job's key: its HELLOs are never answered, and the send waiting
+/// on them fails within the peer timeout (`idle_timeout`) instead of hanging.
+#[test]
+fn a_send_to_a_queue_pair_with_another_key_fails_in_bounded_time() {
+    let mut config = QpConfig {
+        auth: Some(key(1)),
+        ..QpConfig::default()
+    };
+    config.rd.idle_timeout = Duration::from_millis(300);
+    let mut a = RdQp::create(config).unwrap();
+    a.bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut b = rd(Some(key(2)));
+    a.post_send(SendWr {
+        wr_id: 9,
+        opcode: SendOpcode::Send,
+        data: b"hello?",
+        ah: Some(ah_of(&b)),
+        signaled: true,
+    })
+    .unwrap();
+    let start = Instant::now();
+    let mut got = Vec::new();
+    while got.is_empty() {
+        a.poll_cq(&mut got, 4).unwrap();
+        b.poll_cq(&mut Vec::new(), 4).unwrap();
+        assert!(start.elapsed() < Duration::from_secs(10), "no completion");
+    }
+    assert_eq!(got[0].wr_id, 9);
+    assert_ne!(got[0].status, WcStatus::Success, "{:?}", got[0]);
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    assert!(b.stats().dropped_unauthenticated >= 1);
+}
