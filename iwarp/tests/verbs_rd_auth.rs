@@ -264,6 +264,9 @@ fn a_send_to_a_queue_pair_with_another_key_fails_in_bounded_time() {
         ..QpConfig::default()
     };
     config.rd.idle_timeout = Duration::from_millis(300);
+    // The peer timeout may count from any moment after this one (the queue pair reads its
+    // clock when it is created, bound or polled), so the lower bound is measured from here.
+    let start = Instant::now();
     let mut a = RdQp::create(config).unwrap();
     a.bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
     let mut b = rd(Some(key(2)));
@@ -275,7 +278,6 @@ fn a_send_to_a_queue_pair_with_another_key_fails_in_bounded_time() {
         signaled: true,
     })
     .unwrap();
-    let start = Instant::now();
     let mut got = Vec::new();
     while got.is_empty() {
         a.poll_cq(&mut got, 4).unwrap();
