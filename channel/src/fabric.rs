@@ -2,11 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::diag;
 use crate::error::{Errno, Result};
 use crate::info::FABRIC_NAME;
 use crate::params::Config;
-use policies::promote::Mode;
 
 #[derive(Debug)]
 pub struct Fabric {
@@ -28,16 +26,6 @@ impl Fabric {
             );
             Errno::INVAL
         })?;
-        if config.job_key.is_some() && config.promote.mode != Mode::Ud {
-            // An RC connection does not prove the key yet: only datagrams carry the tag.
-            diag!(
-                Info,
-                Core,
-                "authenticated mode: every peer over datagrams (FI_DIWARP_MODE={} not used)",
-                config.promote.mode.name()
-            );
-            config.promote.mode = Mode::Ud;
-        }
         Ok(Arc::new(Fabric { config }))
     }
 }

@@ -186,9 +186,9 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: ParamKind::Str,
         help: "Authenticated mode, on or off: every datagram carries a tag from the job's key \
                (AES-128-GCM-SIV) in place of the CRC32c, and one without it (forged, altered, \
-               or from another job) is dropped and counted (dropped_unauthenticated). Every \
-               peer then goes over datagrams (no RC connections). No confidentiality: data \
-               is not encrypted",
+               or from another job) is dropped and counted (dropped_unauthenticated). RC \
+               connections prove the key at MPA start-up and keep the FPDU CRC. No \
+               confidentiality: data is not encrypted",
         default: ParamDefault::Derived("on if FI_DIWARP_AUTH_KEY or FI_DIWARP_AUTH_KEY_FILE is set"),
     },
     ParamSpec {

@@ -127,10 +127,22 @@ class Sockets(unittest.TestCase):
 
     def test_a_switched_connection_decodes_as_iwarp(self):
         cap = os.path.join(self.tmp, "switched.pcap")
-        with capture(cap):
-            s, c = self.pair("iwarp", "iwarp")
-        self.assert_ok(c, 1)
-        port = self.last_port
+        # On a busy machine the capture itself may miss segments (the kernel's capture ring
+        # overflows), and a decoder cannot check a CRC across a gap: the verdict is taken on a
+        # capture without gaps, up to three tries.
+        for _ in range(3):
+            with capture(cap):
+                s, c = self.pair("iwarp", "iwarp")
+            self.assert_ok(c, 1)
+            port = self.last_port
+            gaps = subprocess.run(["tshark", "-r", cap, "-Y",
+                                   f"tcp.port=={port} && (tcp.analysis.lost_segment"
+                                   " || tcp.analysis.ack_lost_segment)"],
+                                  capture_output=True, text=True, timeout=120).stdout
+            if not gaps.strip():
+                break
+        else:
+            self.fail("three captures with gaps: the machine is too busy to capture")
         text = subprocess.run(["tshark", "-r", cap, "--disable-protocol", "rpcordma", "-Y",
                                f"tcp.port=={port} && iwarp_mpa", "-V"],
                               capture_output=True, text=True, timeout=120).stdout

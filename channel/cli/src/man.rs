@@ -59,7 +59,9 @@ before it is read and counted as dropped_unauthenticated; a replay is dropped
 by the sequence window.
 A rank with another key is never heard and its operations fail with FI_EIO
 after FI_DIWARP_PEER_TIMEOUT_MS.
-Every peer then goes over datagrams: RC connections are not used in this mode.
+An RC connection proves the key at MPA start-up (both ends, over both ends' fresh
+nonces; the initiator's proof is its first FPDU) and then keeps the FPDU CRC;
+one that fails its proof is closed and the peer stays on datagrams.
 It gives no confidentiality (data is not encrypted), and an attacker on the
 path can still drop packets.
 FI_LOG_LEVEL does not print the key (the provider reads it from the

@@ -52,8 +52,7 @@ const fn e(
 const UD: &[(&str, &str)] = &[("FI_DIWARP_MODE", "ud")];
 const RC: &[(&str, &str)] = &[("FI_DIWARP_MODE", "rc")];
 const HYBRID: &[(&str, &str)] = &[("FI_DIWARP_MODE", "hybrid")];
-// Authenticated mode (which carries every peer over datagrams) with a fixed key: a benchmark's
-// key protects nothing.
+// Authenticated mode with a fixed key: a benchmark's key protects nothing.
 const UD_AUTH: &[(&str, &str)] = &[
     ("FI_DIWARP_MODE", "ud"),
     (

@@ -94,6 +94,7 @@ fn promotion(config: &Config, rails: &RdRails) -> policies::promote::Config {
 }
 
 mod failover;
+mod keycheck;
 mod report;
 #[cfg(test)]
 mod test_hooks;
@@ -110,6 +111,8 @@ pub struct DataPath {
     paths: RcPaths<Role>,
     /// Rails down for a peer, and what they handed back.
     failover: failover::Failover,
+    /// Says so when a rank seems to have another job key.
+    keycheck: keycheck::KeyCheck,
     wcs: Vec<WorkCompletion>,
     /// Stamps the messages tests forge (`feed`).
     #[cfg(test)]
@@ -156,6 +159,8 @@ impl DataPath {
             max_send_wr: 4 * path::conn::WINDOW,
             max_recv_wr: 1,
             connect_timeout: config.peer_timeout.min(RC_CONNECT_TIMEOUT),
+            // Both ends prove the job's key at MPA start-up; the FPDUs keep the CRC.
+            auth: config.job_key.clone(),
             ..QpConfig::default()
         };
         let paths = RcPaths::new(
@@ -178,6 +183,7 @@ impl DataPath {
         Ok(DataPath {
             paths,
             failover: failover::Failover::new(rails.len(), config.rail_timeout),
+            keycheck: keycheck::KeyCheck::new(config.job_key.is_some(), Instant::now()),
             stripe: Striping::new(rails.len()),
             rails,
             st,
@@ -625,6 +631,7 @@ impl DataPath {
             return;
         }
         self.probe_rails(self.st.now);
+        self.keycheck.check(&self.rails, self.st.now);
         self.progress_paths();
         if !self.st.rx.rndv.is_empty() || !self.st.tx.sends.is_empty() {
             self.st.timers(Instant::now());

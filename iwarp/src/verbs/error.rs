@@ -30,6 +30,9 @@ pub enum VerbsError {
     PeerClosed,
     #[error("protocol violation: {0}")]
     Protocol(&'static str),
+    /// Authenticated mode: the peer did not prove the job's key.
+    #[error("authentication failed: {0}")]
+    Unauthenticated(&'static str),
 }
 
 impl From<nix::errno::Errno> for VerbsError {

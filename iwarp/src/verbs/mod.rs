@@ -61,7 +61,9 @@ pub use rd::{
 #[doc(hidden)]
 pub use rd::{RdHello, RdHelloKind, RD_HELLO_LEN};
 pub use reliability::{Config as RdConfig, RttStats, SessionIds, Stats as RdSessionStats};
-pub use startup::{Established, Outcome as StartupOutcome, Role as StartupRole, Startup};
+pub use startup::{
+    proof_frame, Established, Outcome as StartupOutcome, Role as StartupRole, Startup,
+};
 pub use ud::{ErrorEvent, UdErrorKind, UD_MAX_PAYLOAD};
 
 /// The service a queue pair provides ([`QueuePair::qp_type`]).

@@ -3,10 +3,17 @@
 //! without sockets). The initiator queues its Request at once and waits for the Reply; the
 //! responder waits for the Request and queues its Reply (or a rejecting one). Bytes that follow
 //! the peer's frame are the start of its FPDU stream and are handed over with the result.
+//!
+//! In authenticated mode ([`QpConfig::auth`]) both ends also prove the job's key over both
+//! ends' nonces ([`proof`]): the responder settles only once the initiator's proof FPDU has
+//! come and checked.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::proof::{self, Transcript, NONCE_LEN};
 use super::{ird_ord, Established};
+use crate::auth::JobKey;
 use crate::verbs::{QpConfig, VerbsError};
 use crate::wire::mpa::{self, FrameKind, StartupRepr};
 use crate::wire::Error as WireError;
@@ -25,6 +32,11 @@ enum State {
     Asked {
         request: StartupRepr,
         leftover: Vec<u8>,
+    },
+    /// An authenticated responder answered and waits for the initiator's proof.
+    Proving {
+        est: Established,
+        transcript: Transcript,
     },
     /// The exchange settled; the result waits for our frame to be written out.
     Settled(Result<Established, VerbsError>),
@@ -48,6 +60,14 @@ pub struct Startup {
     failure: Option<VerbsError>,
     /// A responder that leaves accepting or rejecting a Request to its owner.
     decides: bool,
+    /// Authenticated mode: the job's key, this end's nonce and (responder) the initiator's.
+    auth: Option<Auth>,
+}
+
+struct Auth {
+    key: Arc<JobKey>,
+    nonce: [u8; NONCE_LEN],
+    peer_nonce: [u8; NONCE_LEN],
 }
 
 /// What the exchange has come to.
@@ -79,6 +99,11 @@ impl Startup {
             deadline: now + timeout,
             failure: None,
             decides: false,
+            auth: config.auth.clone().map(|key| Auth {
+                key,
+                nonce: proof::fresh_nonce(),
+                peer_nonce: [0; NONCE_LEN],
+            }),
         }
     }
 
@@ -99,7 +124,11 @@ impl Startup {
             ird_ord: (s.revision == 2).then(ird_ord),
             private_data: s.private_data.clone(),
         };
-        s.output = request.emit()?;
+        let mut wire = request.clone();
+        if let Some(a) = &s.auth {
+            wire.private_data.extend_from_slice(&a.nonce);
+        }
+        s.output = wire.emit()?;
         s.request = Some(request);
         Ok(s)
     }
@@ -137,7 +166,7 @@ impl Startup {
         if let State::Asked { request, leftover } = std::mem::replace(&mut self.state, State::Done)
         {
             self.private_data = private_data.to_vec();
-            self.state = State::Settled(self.on_request(request, leftover));
+            self.answer(request, leftover);
         }
     }
 
@@ -145,19 +174,48 @@ impl Startup {
     /// initiator's [`VerbsError::Rejected`]); this end fails with the same error.
     pub fn reject(&mut self, private_data: &[u8]) {
         if let State::Asked { request, .. } = std::mem::replace(&mut self.state, State::Done) {
-            let reply = StartupRepr {
-                kind: FrameKind::Reply,
-                markers: self.markers,
-                crc: self.crc,
-                reject: true,
-                revision: request.revision.min(self.revision),
-                ird_ord: None,
-                private_data: private_data.to_vec(),
-            };
-            self.output = reply.emit().unwrap_or_default();
-            self.state = State::Settled(Err(VerbsError::Rejected {
-                private_data: private_data.to_vec(),
-            }));
+            self.refuse(
+                &request,
+                private_data,
+                VerbsError::Rejected {
+                    private_data: private_data.to_vec(),
+                },
+            );
+        }
+    }
+
+    /// Answers `request` with a rejecting Reply carrying `private_data`; this end fails with
+    /// `e`.
+    fn refuse(&mut self, request: &StartupRepr, private_data: &[u8], e: VerbsError) {
+        self.output = self.rejecting_reply(request, private_data);
+        self.state = State::Settled(Err(e));
+    }
+
+    fn rejecting_reply(&self, request: &StartupRepr, private_data: &[u8]) -> Vec<u8> {
+        StartupRepr {
+            kind: FrameKind::Reply,
+            markers: self.markers,
+            crc: self.crc,
+            reject: true,
+            revision: request.revision.min(self.revision),
+            ird_ord: None,
+            private_data: private_data.to_vec(),
+        }
+        .emit()
+        .unwrap_or_default()
+    }
+
+    /// Makes this end's nonce `nonce` (before anything is sent), so that an exchange can be
+    /// repeated byte for byte.
+    #[cfg(test)]
+    pub(super) fn fix_nonce(&mut self, nonce: [u8; NONCE_LEN]) {
+        if let Some(a) = self.auth.as_mut() {
+            a.nonce = nonce;
+            if let Some(r) = &self.request {
+                let mut wire = r.clone();
+                wire.private_data.extend_from_slice(&nonce);
+                self.output = wire.emit().expect("it was emitted before");
+            }
         }
     }
 
@@ -190,6 +248,10 @@ impl Startup {
     pub fn handle_input(&mut self, bytes: &[u8]) {
         match self.state {
             State::Waiting => {}
+            State::Proving { .. } => {
+                self.input.extend_from_slice(bytes);
+                return self.check_proof();
+            }
             // Past the peer's frame: the FPDU stream, kept for the connection.
             State::Settled(Ok(ref mut est)) => return est.leftover.extend_from_slice(bytes),
             State::Asked {
@@ -211,7 +273,10 @@ impl Startup {
 
     /// The peer closed its end (a read returned 0).
     pub fn handle_closed(&mut self) {
-        if matches!(self.state, State::Waiting | State::Asked { .. }) {
+        if matches!(
+            self.state,
+            State::Waiting | State::Asked { .. } | State::Proving { .. }
+        ) {
             self.fail(VerbsError::PeerClosed);
         }
     }
@@ -244,7 +309,7 @@ impl Startup {
     /// Whether the peer's frame is still awaited (past it, what the peer sends is its FPDU
     /// stream, for the connection to read).
     pub fn wants_input(&self) -> bool {
-        matches!(self.state, State::Waiting)
+        matches!(self.state, State::Waiting | State::Proving { .. })
     }
 
     /// Where the exchange stands. Established or failed comes once our own frame is written.
@@ -259,7 +324,7 @@ impl Startup {
         match std::mem::replace(&mut self.state, State::Done) {
             State::Settled(Ok(est)) => Outcome::Established(est),
             State::Settled(Err(e)) => Outcome::Failed(e),
-            s @ (State::Waiting | State::Asked { .. }) => {
+            s @ (State::Waiting | State::Asked { .. } | State::Proving { .. }) => {
                 self.state = s;
                 Outcome::Pending
             }
@@ -272,19 +337,68 @@ impl Startup {
         self.failure = Some(e);
     }
 
-    fn settle(&mut self, frame: StartupRepr, leftover: Vec<u8>) {
-        if self.decides && frame.kind == FrameKind::Request {
-            self.state = State::Asked {
-                request: frame,
-                leftover,
-            };
-            return;
+    fn settle(&mut self, mut frame: StartupRepr, leftover: Vec<u8>) {
+        if self.role == Role::Responder && frame.kind == FrameKind::Request {
+            // The owner sees the ULP's private data only; the nonce is the exchange's.
+            if let Some(a) = self.auth.as_mut() {
+                match proof::split_nonce(&mut frame.private_data) {
+                    Some(n) => a.peer_nonce = n,
+                    None => {
+                        let e = VerbsError::Unauthenticated(proof::NO_NONCE);
+                        return self.refuse(&frame, &[], e);
+                    }
+                }
+            }
+            if self.decides {
+                self.state = State::Asked {
+                    request: frame,
+                    leftover,
+                };
+                return;
+            }
+            return self.answer(frame, leftover);
         }
         let r = match self.role {
             Role::Initiator => self.on_reply(frame, leftover),
-            Role::Responder => self.on_request(frame, leftover),
+            Role::Responder => self.on_request(frame, leftover).map(|(est, _)| est),
         };
         self.state = State::Settled(r);
+    }
+
+    /// Answers a Request: settled at once, or (authenticated) once the initiator's proof has
+    /// come, which may already be among the bytes that followed the Request.
+    fn answer(&mut self, request: StartupRepr, leftover: Vec<u8>) {
+        match self.on_request(request, leftover) {
+            Ok((mut est, Some(transcript))) => {
+                self.input = std::mem::take(&mut est.leftover);
+                self.state = State::Proving { est, transcript };
+                self.check_proof();
+            }
+            r => self.state = State::Settled(r.map(|(est, _)| est)),
+        }
+    }
+
+    /// Settles an authenticated responder once the proof FPDU is all here.
+    fn check_proof(&mut self) {
+        if self.input.len() < proof::PROOF_FRAME_LEN {
+            return;
+        }
+        let State::Proving {
+            mut est,
+            transcript,
+        } = std::mem::replace(&mut self.state, State::Done)
+        else {
+            return;
+        };
+        let key = &self.auth.as_ref().expect("proving needs a key").key;
+        let proven = proof::parse_proof_frame(&self.input, est.negotiated.crc)
+            .is_some_and(|p| transcript.proves(key, false, &p));
+        if !proven {
+            return self.fail(VerbsError::Unauthenticated(proof::BAD_PROOF));
+        }
+        est.leftover = self.input.split_off(proof::PROOF_FRAME_LEN);
+        self.input = Vec::new();
+        self.state = State::Settled(Ok(est));
     }
 
     fn on_reply(
@@ -308,6 +422,19 @@ impl Startup {
             }
             Err(e) => return Err(e.into()),
         };
+        let mut reply = reply;
+        if let Some(a) = &self.auth {
+            let (nonce, theirs) = proof::split_reply(&mut reply.private_data)
+                .ok_or(VerbsError::Unauthenticated(proof::BAD_REPLY))?;
+            if negotiated.markers_tx || negotiated.markers_rx {
+                return Err(VerbsError::Unauthenticated(proof::MARKERS));
+            }
+            let t = Transcript::new(request, &reply, &a.nonce, &nonce);
+            if !t.proves(&a.key, true, &theirs) {
+                return Err(VerbsError::Unauthenticated(proof::BAD_REPLY));
+            }
+            self.output = proof::proof_frame(&t.proof(&a.key, false), negotiated.crc);
+        }
         Ok(Established {
             negotiated,
             revision: reply.revision,
@@ -319,11 +446,12 @@ impl Startup {
     /// Answers with a Reply carrying this side's marker and CRC wishes, the lower of the two
     /// revisions, and IRD/ORD when the Request had them; a Request it cannot take is answered
     /// with a rejecting Reply rather than left to the initiator's timeout.
+    /// In authenticated mode, also the transcript the initiator's proof must cover.
     fn on_request(
         &mut self,
         request: StartupRepr,
         leftover: Vec<u8>,
-    ) -> Result<Established, VerbsError> {
+    ) -> Result<(Established, Option<Transcript>), VerbsError> {
         if request.kind != FrameKind::Request {
             return Err(VerbsError::Startup("expected an MPA Request, got a Reply"));
         }
@@ -338,14 +466,27 @@ impl Startup {
             private_data: self.private_data.clone(),
         };
         match mpa::negotiate(&reply, &request) {
+            Ok(n) if self.auth.is_some() && (n.markers_tx || n.markers_rx) => {
+                self.output = self.rejecting_reply(&request, &[]);
+                Err(VerbsError::Unauthenticated(proof::MARKERS))
+            }
             Ok(negotiated) => {
+                let transcript = self.auth.as_ref().map(|a| {
+                    let t = Transcript::new(&request, &reply, &a.peer_nonce, &a.nonce);
+                    reply.private_data.extend_from_slice(&a.nonce);
+                    reply.private_data.extend_from_slice(&t.proof(&a.key, true));
+                    t
+                });
                 self.output = reply.emit()?;
-                Ok(Established {
-                    negotiated,
-                    revision,
-                    peer_private_data: request.private_data,
-                    leftover,
-                })
+                Ok((
+                    Established {
+                        negotiated,
+                        revision,
+                        peer_private_data: request.private_data,
+                        leftover,
+                    },
+                    transcript,
+                ))
             }
             Err(e) => {
                 reply.reject = true;

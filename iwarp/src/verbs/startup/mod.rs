@@ -4,11 +4,15 @@
 //! blocking drivers here bound every read and write by one deadline, so a silent or slow peer
 //! costs at most the connect timeout.
 
+#[cfg(test)]
+mod auth_tests;
 mod machine;
+mod proof;
 #[cfg(test)]
 mod tests;
 
 pub use machine::{Outcome, Role, Startup};
+pub use proof::proof_frame;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
