@@ -60,6 +60,11 @@ const UD_AUTH: &[(&str, &str)] = &[
         "diwarp-benchmark-key-0123456789abcdef",
     ),
 ];
+// The same key in the default mode: RC connections prove it at start-up.
+const AUTH: &[(&str, &str)] = &[(
+    "FI_DIWARP_AUTH_KEY",
+    "diwarp-benchmark-key-0123456789abcdef",
+)];
 // Rails as scripts/netns-hosts names them (dw0, dw1, dw2), in the default mode.
 const RAILS1: &[(&str, &str)] = &[("FI_DIWARP_IFACE", "dw0")];
 const RAILS2: &[(&str, &str)] = &[("FI_DIWARP_IFACE", "dw0,dw1")];
@@ -74,6 +79,7 @@ const RAILS2_THREADS: &[(&str, &str)] = &[
 pub static TABLE: &[Entry] = &[
     // MPICH ch4:ofi, FI_PROVIDER=diwarp, the provider's default mode (hybrid).
     e("mpich-diwarp", Mpi::Mpich, Transport::Diwarp, &[]),
+    e("mpich-diwarp-auth", Mpi::Mpich, Transport::Diwarp, AUTH),
     // The provider's cap (FI_DIWARP_RC_MAX 16) unless the entry sets one.
     e("mpich-diwarp-hybrid", Mpi::Mpich, Transport::Diwarp, HYBRID),
     e(
@@ -328,7 +334,7 @@ mod tests {
             .err()
             .unwrap();
         assert!(
-            err.starts_with("unknown transport 'nope' (known: mpich-diwarp mpich-diwarp-hybrid "),
+            err.starts_with("unknown transport 'nope' (known: mpich-diwarp mpich-diwarp-auth mpich-diwarp-hybrid "),
             "{err}"
         );
         let diwarp = lookup(&["mpich-diwarp".into()]).unwrap();
