@@ -58,7 +58,8 @@ A datagram without it (forged, altered, redirected, from another job) is dropped
 before it is read and counted as dropped_unauthenticated; a replay is dropped
 by the sequence window.
 A rank with another key is never heard and its operations fail with FI_EIO
-after FI_DIWARP_PEER_TIMEOUT_MS.
+after FI_DIWARP_PEER_TIMEOUT_MS (injected and copied sends as errors without a
+context), after one line on stderr that says a peer probably has another key.
 An RC connection proves the key at MPA start-up (both ends, over both ends' fresh
 nonces; the initiator's proof is its first FPDU) and then keeps the FPDU CRC;
 one that fails its proof is closed and the peer stays on datagrams.

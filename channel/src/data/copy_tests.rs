@@ -198,3 +198,59 @@ fn an_injected_send_completes_unless_it_came_from_an_inject_call() {
         "the *msg inject completes, the inject call does not"
     );
 }
+
+#[test]
+fn a_copied_send_its_peer_never_acknowledges_fails_without_a_context() {
+    // The caller heard of these sends when they were copied; when the peer never
+    // acknowledges them the failure still reaches it, as an error with no context (libfabric's
+    // way for operations that had no completion), within the peer timeout. Without it, a rank
+    // whose peer cannot hear it (another job key) waits for an answer forever.
+    let (a, b) = pair_with_peer_timeout(Duration::from_millis(300));
+    b.ep.shutdown();
+    drop(b);
+    let started = Instant::now();
+    for (ctx, flags) in [(0, FI_INJECT | INJECT_CALL), (77, FI_COMPLETION)] {
+        let (mem, _) = UserMem::owned(pattern(64, 2));
+        a.ep.send(SendArgs {
+            kind: Kind::Tagged,
+            dest: 1,
+            mem,
+            tag: 3,
+            data: None,
+            context: ctx,
+            flags,
+        })
+        .unwrap();
+    }
+    let (mut done, mut errors) = (Vec::new(), Vec::new());
+    let deadline = started + Duration::from_secs(10);
+    while errors.len() < 2 {
+        match a.cq.read(8, |_, c| done.push(c.op_context)) {
+            Err(e) if e.0 == FI_EAVAIL => errors.push(a.cq.read_err().unwrap()),
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "copied sends to a peer that is gone never failed: {errors:?}"
+        );
+    }
+    assert_eq!(done, [77], "the buffered send completed when it was copied");
+    for e in &errors {
+        assert_eq!(e.err, Errno(FI_EIO as u32), "{e:?}");
+        assert_eq!(e.completion.op_context, 0, "{e:?}");
+        assert_eq!(e.completion.flags, FI_SEND | FI_TAGGED, "{e:?}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(a.ep.data_stats().failed_sends, 2);
+    // Nothing more: each send failed once.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        if let Err(e) = a.cq.read(8, |_, c| panic!("completion {c:?}")) {
+            assert_ne!(e.0, FI_EAVAIL, "{:?}", a.cq.read_err());
+        }
+    }
+}

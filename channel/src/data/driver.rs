@@ -514,9 +514,9 @@ impl DataPath {
         rest: Option<Outgoing>,
         rail: Rail,
     ) -> bool {
-        // An inject's completion was reported when it was copied, and its failure has nobody
-        // to tell: unsignaled, so the queue pair does not hurry the peer's ACK for it. An RTS
-        // or a CTS goes unsignaled too, its role in the request id for the error completion.
+        // A copied send's completion was reported when it was copied: unsignaled, so the queue
+        // pair does not hurry the peer's ACK for it, its role in the request id for the error
+        // completion. So go an RTS and a CTS.
         let (wr_id, signaled) = match role.quiet_id() {
             Some(id) => (id, false),
             None => (self.st.id(), !matches!(role, Role::Free)),
@@ -607,6 +607,8 @@ impl DataPath {
                     }
                 };
                 self.note_heard();
+                let failing = wcs.iter().any(|wc| wc.status != WcStatus::Success);
+                self.keycheck.check(&self.rails, self.st.now, failing);
                 for wc in wcs.drain(..) {
                     if wc.opcode == WcOpcode::Send {
                         let role = Role::from_quiet_id(wc.wr_id)
@@ -631,7 +633,7 @@ impl DataPath {
             return;
         }
         self.probe_rails(self.st.now);
-        self.keycheck.check(&self.rails, self.st.now);
+        self.keycheck.check(&self.rails, self.st.now, false);
         self.progress_paths();
         if !self.st.rx.rndv.is_empty() || !self.st.tx.sends.is_empty() {
             self.st.timers(Instant::now());

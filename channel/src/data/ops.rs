@@ -184,7 +184,11 @@ pub enum Role {
     /// A READ_DATA chunk served to `peer`'s read `id`: the chunk window waits on it, and
     /// its failure (the peer is gone) drops the rest of the read.
     Served { id: u64, peer: SlotId },
-    /// Control traffic and injects: nothing waits on it.
+    /// An eager send already reported done to the caller (an inject, or a copy that asked
+    /// for no completion needing the peer): its failure is reported without a context, as
+    /// libfabric reports the errors of operations that had no completion of their own.
+    Copied { kind: Kind, to: SlotId },
+    /// Control traffic: nothing waits on it.
     Free,
 }
 
@@ -192,17 +196,22 @@ pub enum Role {
 /// a CTS from an RTS, and the bits below hold the id of the receive or send.
 const QUIET: u64 = 1 << 63;
 const QUIET_CTS: u64 = 1 << 62;
+const QUIET_COPIED: u64 = 1 << 61;
 
 impl Role {
     /// The request id of an RTS or a CTS, posted unsignaled: nobody waits for its
     /// acknowledgement (the sender waits for the CTS, the receiver for the data), so the peer
     /// need not hurry its ACK, which on a CTS cost an ACK datagram per rendezvous message. Its
     /// failure still completes (errors complete unsignaled sends too), and the id names what
-    /// failed without a table entry, which a success would never remove. `None`: signal it.
+    /// failed without a table entry, which a success would never remove. A copied send goes
+    /// unsignaled for the same reason, its kind in the id. `None`: signal it.
     pub fn quiet_id(self) -> Option<u64> {
         match self {
-            Role::Rts { send } if send < QUIET_CTS => Some(QUIET | send),
-            Role::Cts { recv } if recv < QUIET_CTS => Some(QUIET | QUIET_CTS | recv),
+            Role::Rts { send } if send < QUIET_COPIED => Some(QUIET | send),
+            Role::Cts { recv } if recv < QUIET_COPIED => Some(QUIET | QUIET_CTS | recv),
+            Role::Copied { kind, to } => {
+                Some(QUIET | QUIET_COPIED | u64::from(to.0) << 1 | u64::from(kind == Kind::Tagged))
+            }
             _ => None,
         }
     }
@@ -212,8 +221,14 @@ impl Role {
         if id & QUIET == 0 {
             return None;
         }
-        let n = id & (QUIET_CTS - 1);
-        Some(if id & QUIET_CTS != 0 {
+        let n = id & (QUIET_COPIED - 1);
+        Some(if id & QUIET_COPIED != 0 {
+            let kind = if n & 1 == 0 { Kind::Msg } else { Kind::Tagged };
+            Role::Copied {
+                kind,
+                to: SlotId((n >> 1) as u32),
+            }
+        } else if id & QUIET_CTS != 0 {
             Role::Cts { recv: n }
         } else {
             Role::Rts { send: n }
@@ -279,6 +294,14 @@ mod tests {
             Role::Rts { send: 7 },
             Role::Cts { recv: 7 },
             Role::Cts { recv: 0 },
+            Role::Copied {
+                kind: Kind::Msg,
+                to: SlotId(0),
+            },
+            Role::Copied {
+                kind: Kind::Tagged,
+                to: SlotId(u32::MAX),
+            },
         ] {
             let id = role.quiet_id().unwrap();
             assert_eq!(Role::from_quiet_id(id), Some(role));
@@ -298,6 +321,7 @@ mod tests {
         }
         // Ids too large to carry a role are signaled instead.
         assert_eq!(Role::Cts { recv: 1 << 62 }.quiet_id(), None);
+        assert_eq!(Role::Rts { send: 1 << 61 }.quiet_id(), None);
         // Request ids from the endpoint's counter name no role.
         for id in [0, 1, 1 << 40, (1 << 63) - 1] {
             assert_eq!(Role::from_quiet_id(id), None);

@@ -50,7 +50,7 @@ impl State {
                 // The bytes are copied: the send is done as far as the caller goes.
                 self.out
                     .tx_done(send_completion(a.kind, a.context, len), a.flags, FI_SEND);
-                Role::Free
+                Role::Copied { kind: a.kind, to }
             } else {
                 self.tx.sends.insert(id, pending);
                 Role::Part { send: id }
@@ -119,6 +119,12 @@ impl State {
     pub(super) fn send_part_done(&mut self, role: Role, ok: bool) {
         let send = match role {
             Role::Free => return,
+            Role::Copied { kind, to } => {
+                if !ok {
+                    self.copied_send_failed(kind, to);
+                }
+                return;
+            }
             Role::Rts { send } if ok => {
                 let _ = send;
                 return;
@@ -172,6 +178,25 @@ impl State {
         if s.outstanding == 0 && s.cleared {
             self.complete_send(send);
         }
+    }
+
+    /// A send reported done when it was copied was not acknowledged: the caller hears of it
+    /// as an error with no context (its completion, if it had one, is long gone), or a
+    /// program that sent only such messages would wait for its peer's answer forever.
+    fn copied_send_failed(&mut self, kind: Kind, to: SlotId) {
+        diag!(
+            Warn,
+            EpData,
+            "send to {} failed after it was reported done (copied): the peer did not \
+             acknowledge it",
+            self.peers.addr(to)
+        );
+        self.stats.failed_sends += 1;
+        let c = Completion {
+            tag: 0,
+            ..send_completion(kind, 0, 0)
+        };
+        self.out.tx_failed(c, Errno(FI_EIO as u32), FI_SEND);
     }
 
     pub(super) fn complete_send(&mut self, send: u64) {

@@ -1,7 +1,7 @@
 //! A rank with another job key, said on stderr: handshakes with it fail (and its own
-//! datagrams, if it sends any, fail authentication). Operations to it fail with FI_EIO, but a message sent with `fi_inject` has
-//! no completion to fail, and an MPI that waits for the answer to one (MPICH's start-up does)
-//! would wait without a word; this line is the word.
+//! datagrams, if it sends any, fail authentication). Operations to it fail with FI_EIO, and
+//! an MPI aborts on the first without saying why (its message names an I/O error); this line
+//! is the why, said before the first failure is reported.
 
 use std::time::{Duration, Instant};
 
@@ -23,8 +23,10 @@ impl KeyCheck {
         }
     }
 
-    pub(super) fn check(&mut self, rails: &RdRails, now: Instant) {
-        if self.next.is_none_or(|t| now < t) {
+    /// Reads the counters once a second, or at once when a send is about to be reported
+    /// failed (`failing`), so that the line comes before what the MPI prints as it aborts.
+    pub(super) fn check(&mut self, rails: &RdRails, now: Instant, failing: bool) {
+        if self.next.is_none_or(|t| now < t && !failing) {
             return;
         }
         self.next = Some(now + EVERY);
@@ -46,7 +48,7 @@ impl KeyCheck {
             format_args!(
                 "authenticated mode: {failed} peer(s) never answered the handshake {why} has \
                  another key (FI_DIWARP_AUTH_KEY / FI_DIWARP_AUTH_KEY_FILE). Operations to it \
-                 fail with FI_EIO; a message sent with fi_inject cannot report it"
+                 fail with FI_EIO"
             ),
         );
     }
