@@ -21,6 +21,17 @@ impl DataPath {
         self.st.live.next_check = Instant::now();
     }
 
+    /// For each rendezvous receive waiting for data: when it last heard of its own, and when
+    /// its sender was last heard.
+    pub(crate) fn rendezvous_heard(&self) -> Vec<(Instant, Option<Instant>)> {
+        self.st
+            .rx
+            .rndv
+            .values()
+            .map(|r| (r.last, self.st.peers.heard(r.from)))
+            .collect()
+    }
+
     /// Rendezvous receives waiting for their data, and a way to look at them from later.
     pub(crate) fn expire_rendezvous_at(&mut self, now: Instant) -> usize {
         let before = self.st.rx.rndv.len();
