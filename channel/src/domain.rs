@@ -7,6 +7,7 @@ use crate::error::{Errno, Result};
 use crate::fabric::Fabric;
 use crate::info::{negotiate, Info};
 use crate::mr::SharedMrs;
+use iwarp::auth::JobKey;
 
 #[derive(Debug)]
 pub struct Domain {
@@ -17,6 +18,9 @@ pub struct Domain {
     pub info: Info,
     /// Registered memory, which RMA from any endpoint of the domain may name.
     pub mrs: SharedMrs,
+    /// Authenticated mode's key for the domain's endpoints: the `auth_key` the application
+    /// handed it, else the fabric's (`None`: the mode is off).
+    pub job_key: Option<Arc<JobKey>>,
 }
 
 impl Domain {
@@ -27,11 +31,37 @@ impl Domain {
             diag!(Warn, Domain, "fi_domain: unsupported attribute {}", r.0);
             Errno::NODATA
         })?;
+        let job_key = job_key(fabric, &info)?;
         Ok(Arc::new(Domain {
             fabric: Arc::clone(fabric),
             api_version,
             info,
             mrs: SharedMrs::default(),
+            job_key,
         }))
+    }
+}
+
+/// The domain's key: an application's `auth_key` comes before the environment's key, unless
+/// `FI_DIWARP_AUTH=off` turned the mode off.
+fn job_key(fabric: &Fabric, info: &Info) -> Result<Option<Arc<JobKey>>> {
+    let given = info.domain.auth_key.as_ref();
+    match given {
+        Some(k) if fabric.config.auth.mode != Some(false) => {
+            JobKey::new(&k.0).map(|k| Some(Arc::new(k))).map_err(|e| {
+                diag!(Warn, Domain, "fi_domain: domain_attr.auth_key: {e}");
+                Errno::INVAL
+            })
+        }
+        _ if fabric.needs_key && fabric.config.job_key.is_none() => {
+            crate::log::misconfigured(
+                crate::log::Subsys::Core,
+                module_path!(),
+                line!(),
+                format_args!("authenticated mode: {}", crate::auth::AuthError::NoKey),
+            );
+            Err(Errno::INVAL)
+        }
+        _ => Ok(fabric.config.job_key.clone()),
     }
 }

@@ -22,6 +22,7 @@ use crate::info::{negotiate, Info, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::log::{misconfigured, Subsys};
 use crate::memory::report::{Counters, Heap, RailCounters, Report, SCHEMA};
 use crate::memory::{self, Shared, Watch};
+use crate::params::Config;
 use crate::path::Rail;
 use crate::progress::{Driven, Ticker, TICK};
 use crate::sys::*;
@@ -157,7 +158,11 @@ impl Endpoint {
         }
         // Without the second descriptors the thread still runs, on its timers alone.
         let arrivals = sockets.iter().filter_map(|s| s.try_clone().ok()).collect();
-        let data = DataPath::new(sockets, &domain.fabric.config, &mut name)?;
+        let config = Config {
+            job_key: domain.job_key.clone(),
+            ..domain.fabric.config.clone()
+        };
+        let data = DataPath::new(sockets, &config, &mut name)?;
         diag!(Info, EpCtrl, "endpoint {name}");
         let state = State {
             bound: Bound::default(),

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::auth::AuthError;
 use crate::error::{Errno, Result};
 use crate::info::FABRIC_NAME;
 use crate::params::Config;
@@ -9,6 +10,8 @@ use crate::params::Config;
 #[derive(Debug)]
 pub struct Fabric {
     pub config: Config,
+    /// `FI_DIWARP_AUTH=on` without a key in the environment: each domain needs an `auth_key`.
+    pub needs_key: bool,
 }
 
 impl Fabric {
@@ -16,16 +19,25 @@ impl Fabric {
         if name != FABRIC_NAME {
             return Err(Errno::NODATA);
         }
-        config.job_key = config.auth.job_key().map_err(|e| {
-            // Said even with logging off: the MPI stops with a message that does not say why.
-            crate::log::misconfigured(
-                crate::log::Subsys::Core,
-                module_path!(),
-                line!(),
-                format_args!("authenticated mode: {e}"),
-            );
-            Errno::INVAL
-        })?;
-        Ok(Arc::new(Fabric { config }))
+        // Without a key here the domain may still be handed one (its `auth_key`).
+        let needs_key = match config.auth.job_key() {
+            Ok(key) => {
+                config.job_key = key;
+                false
+            }
+            Err(AuthError::NoKey) => true,
+            Err(e) => {
+                // Said even with logging off: the MPI stops with a message that does not say
+                // why.
+                crate::log::misconfigured(
+                    crate::log::Subsys::Core,
+                    module_path!(),
+                    line!(),
+                    format_args!("authenticated mode: {e}"),
+                );
+                return Err(Errno::INVAL);
+            }
+        };
+        Ok(Arc::new(Fabric { config, needs_key }))
     }
 }

@@ -159,7 +159,22 @@ pub struct DomainAttr {
     pub caps: u64,
     pub mode: u64,
     pub auth_key_size: usize,
+    /// The job key an application hands the domain (authenticated mode), if any.
+    pub auth_key: Option<AuthKey>,
 }
+
+/// A domain's `auth_key` bytes: never printed (the info is, at FI_LOG_LEVEL=debug).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct AuthKey(pub Vec<u8>);
+
+impl std::fmt::Debug for AuthKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AuthKey({} bytes)", self.0.len())
+    }
+}
+
+/// The longest `auth_key` taken: a job key is a secret of a few dozen bytes.
+pub const AUTH_KEY_MAX: usize = 1024;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FabricAttr {
@@ -262,6 +277,7 @@ pub fn offer(api_version: u32) -> Info {
             caps: DOMAIN_CAPS,
             mode: 0,
             auth_key_size: 0,
+            auth_key: None,
         },
         fabric: FabricAttr {
             name: Some(FABRIC_NAME.into()),
@@ -405,7 +421,19 @@ pub fn negotiate(api_version: u32, hints: Option<&Info>) -> Result<Info, Refused
     at_most(d.max_ep_rx_ctx, 1, "domain_attr.max_ep_rx_ctx")?;
     at_most(d.max_ep_stx_ctx, 0, "domain_attr.max_ep_stx_ctx")?;
     at_most(d.max_ep_srx_ctx, 0, "domain_attr.max_ep_srx_ctx")?;
-    at_most(d.auth_key_size, 0, "domain_attr.auth_key_size")?;
+    // A job key for authenticated mode (its size, at least iwarp's minimum, must be the
+    // bytes'); the answer carries it on to fi_domain.
+    if d.auth_key_size != 0 {
+        let fits = d.auth_key.as_ref().is_some_and(|k| {
+            k.0.len() == d.auth_key_size
+                && (iwarp::auth::MIN_SECRET_LEN..=AUTH_KEY_MAX).contains(&k.0.len())
+        });
+        if !fits {
+            return Err(Refused("domain_attr.auth_key_size"));
+        }
+        out.domain.auth_key_size = d.auth_key_size;
+        out.domain.auth_key = d.auth_key.clone();
+    }
     subset(d.caps, DOMAIN_CAPS, "domain_attr.caps")?;
     // mr_mode and the mode bits list what the application is prepared to do; diwarp needs none
     // of it, so whatever was offered is fine and the answer stays empty.
@@ -599,6 +627,37 @@ mod tests {
         let mut h = Info::default();
         h.domain.name = Some("mlx5_0".into());
         assert_eq!(negotiate(V, Some(&h)), Err(Refused("domain_attr.name")));
+    }
+
+    #[test]
+    fn an_auth_key_is_carried_when_it_can_be_a_job_key() {
+        let with_key = |size: usize, len: Option<usize>| {
+            let mut h = Info::default();
+            h.domain.auth_key_size = size;
+            h.domain.auth_key = len.map(|n| AuthKey(vec![7; n]));
+            negotiate(V, Some(&h))
+        };
+        let i = with_key(32, Some(32)).unwrap();
+        assert_eq!(i.domain.auth_key_size, 32);
+        assert_eq!(i.domain.auth_key, Some(AuthKey(vec![7; 32])));
+        assert_eq!(with_key(0, None).unwrap().domain.auth_key, None);
+        let refused = Err(Refused("domain_attr.auth_key_size"));
+        // Too short to be a job key, too long, a size without bytes, a size that is not theirs.
+        assert_eq!(with_key(8, Some(8)), refused);
+        assert_eq!(with_key(AUTH_KEY_MAX + 1, Some(AUTH_KEY_MAX + 1)), refused);
+        assert_eq!(with_key(32, None), refused);
+        assert_eq!(with_key(32, Some(31)), refused);
+        // The ep's key is still refused; and the key's bytes are never printed.
+        let mut h = Info::default();
+        h.ep.auth_key_size = 32;
+        assert_eq!(
+            negotiate(V, Some(&h)),
+            Err(Refused("ep_attr.auth_key_size"))
+        );
+        assert_eq!(
+            format!("{:?}", AuthKey(b"secret-bytes".to_vec())),
+            "AuthKey(12 bytes)"
+        );
     }
 
     #[test]

@@ -189,7 +189,10 @@ pub const PARAMS: &[ParamSpec] = &[
                or from another job) is dropped and counted (dropped_unauthenticated). RC \
                connections prove the key at MPA start-up and keep the FPDU CRC. No \
                confidentiality: data is not encrypted",
-        default: ParamDefault::Derived("on if FI_DIWARP_AUTH_KEY or FI_DIWARP_AUTH_KEY_FILE is set"),
+        default: ParamDefault::Derived(
+            "on if FI_DIWARP_AUTH_KEY or FI_DIWARP_AUTH_KEY_FILE is set, or the application \
+             hands the domain an auth_key",
+        ),
     },
     ParamSpec {
         name: AUTH_KEY,

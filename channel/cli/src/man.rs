@@ -52,6 +52,7 @@ By default a job trusts what reaches its sockets once session ids and epochs
 match, which anyone who sees one datagram can forge.
 Authenticated mode (FI_DIWARP_AUTH, on whenever FI_DIWARP_AUTH_KEY or
 FI_DIWARP_AUTH_KEY_FILE is set; diwarp run \-\-auth makes a fresh key per job)
+(or a domain_attr.auth_key the application hands the domain, which comes first)
 puts a tag from the job's key (AES\-128\-GCM\-SIV) on every datagram, bound to
 its receiver, in place of the CRC32c.
 A datagram without it (forged, altered, redirected, from another job) is dropped

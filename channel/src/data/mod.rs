@@ -444,6 +444,8 @@ fn send_completion(kind: Kind, context: usize, len: usize) -> Completion {
 #[cfg(test)]
 mod atomic_tests;
 #[cfg(test)]
+mod auth_key_tests;
+#[cfg(test)]
 mod av_tests;
 #[cfg(test)]
 mod copy_tests;

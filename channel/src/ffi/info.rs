@@ -5,7 +5,7 @@ use std::os::raw::c_char;
 use std::ptr;
 
 use crate::error::{Errno, Result};
-use crate::info::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use crate::info::{AuthKey, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr, AUTH_KEY_MAX};
 use crate::sys;
 
 /// SAFETY: `p` is null or a NUL-terminated string.
@@ -82,6 +82,7 @@ pub(super) unsafe fn read(h: &sys::fi_info) -> Info {
             caps: d.caps,
             mode: d.mode,
             auth_key_size: d.auth_key_size,
+            auth_key: auth_key(d.auth_key, d.auth_key_size),
         };
     }
     if let Some(f) = h.fabric_attr.as_ref() {
@@ -90,6 +91,28 @@ pub(super) unsafe fn read(h: &sys::fi_info) -> Info {
         };
     }
     i
+}
+
+/// The bytes of a domain's `auth_key`, unless absent or too long to be a job key (then the
+/// negotiation refuses the size).
+///
+/// SAFETY: `p` is null or points to `size` readable bytes.
+unsafe fn auth_key(p: *const u8, size: usize) -> Option<AuthKey> {
+    (!p.is_null() && size <= AUTH_KEY_MAX)
+        .then(|| AuthKey(std::slice::from_raw_parts(p, size).to_vec()))
+}
+
+/// A `malloc`ed copy of `key`, since `fi_freeinfo` will `free` it.
+fn key_dup(key: &AuthKey) -> Result<*mut u8> {
+    // SAFETY: a fresh allocation of the key's length (at least 1 byte), filled before use.
+    unsafe {
+        let p = libc::malloc(key.0.len()).cast::<u8>();
+        if p.is_null() {
+            return Err(Errno::NOMEM);
+        }
+        ptr::copy_nonoverlapping(key.0.as_ptr(), p, key.0.len());
+        Ok(p)
+    }
 }
 
 /// A `malloc`ed copy, since `fi_freeinfo` will `free` it.
@@ -186,6 +209,10 @@ unsafe fn fill(o: &mut sys::fi_info, i: &Info) -> Result<()> {
     d.caps = a.caps;
     d.mode = a.mode;
     d.name = strdup(&a.name)?;
+    if let Some(k) = &a.auth_key {
+        d.auth_key = key_dup(k)?;
+        d.auth_key_size = k.0.len();
+    }
 
     f.name = strdup(&i.fabric.name)?;
     f.prov_version = crate::info::provider_version();

@@ -422,6 +422,44 @@ fn getinfo_refuses_layering_probes() {
     }
 }
 
+/// A domain's `auth_key` in the hints comes back in the answer as the core's own copy (it
+/// frees it with the info) and opens a domain with it.
+#[test]
+fn an_auth_key_in_the_hints_comes_back_and_opens_a_domain() {
+    const KEY: &[u8] = b"hinted-job-key-0123456789abcdef";
+    unsafe {
+        let getinfo = (*provider::ptr()).getinfo.unwrap();
+        let hints = fi_dupinfo(null());
+        let d = &mut *(*hints).domain_attr;
+        d.auth_key = libc::malloc(KEY.len()).cast();
+        ptr::copy_nonoverlapping(KEY.as_ptr(), d.auth_key, KEY.len());
+        d.auth_key_size = KEY.len();
+        let mut info = null_mut();
+        let v = crate::info::fi_version(1, 17);
+        assert_eq!(getinfo(v, null(), null(), 0, hints, &mut info), 0);
+        fi_freeinfo(hints);
+        let a = &*(*info).domain_attr;
+        assert_eq!(a.auth_key_size, KEY.len());
+        assert_eq!(std::slice::from_raw_parts(a.auth_key, a.auth_key_size), KEY);
+        let mut fab = null_mut();
+        assert_eq!(
+            (*provider::ptr()).fabric.unwrap()((*info).fabric_attr, &mut fab, null_mut()),
+            0
+        );
+        (*fab).api_version = v;
+        let mut dom = null_mut();
+        assert_eq!(
+            (*(*fab).ops).domain.unwrap()(fab, info, &mut dom, null_mut()),
+            0
+        );
+        let opened = super::obj::get::<crate::domain::Domain>(dom.cast()).unwrap();
+        assert!(opened.job_key.is_some());
+        assert_eq!(close(ptr::addr_of_mut!((*dom).fid)), 0);
+        assert_eq!(close(ptr::addr_of_mut!((*fab).fid)), 0);
+        fi_freeinfo(info);
+    }
+}
+
 /// A peek that finds nothing is an error entry; `fi_cq_readerr` writes the struct of the
 /// application's API version: before 1.5 it ends before `err_data`, and nothing is written there.
 #[test]
