@@ -28,7 +28,7 @@ ACCOUNTS = [("peer_state", "peers"), ("send_queue", "traffic"), ("retransmit", "
 DATA_COUNTERS = ["sent", "received", "malformed", "stray", "failed_sends", "failed_recvs",
                  "push_dropped", "push_parked", "push_placed", "chunks_in_place", "rma_writes_in", "rma_reads_in", "rma_refused", "atomics_in"]
 PEER_COUNTERS = ["short", "stale", "duplicates", "held", "restarts", "acks_sent", "acks_received"]
-PATH_COUNTERS = ["open", "connected", "initiated", "refused", "refused_by_peer", "failed", "demoted", "lost",
+PATH_COUNTERS = ["open", "connected", "initiated", "refused", "refused_by_peer", "failed", "demoted", "demoted_by_peer", "lost",
                  "resent", "rc_messages", "open_peak", "timed_out", "probes", "promotions", "demoted_idle", "demoted_for_hotter", "closed_by_peer"]
 QP_COUNTERS = ["datagrams_sent", "datagrams_received", "datagrams_read", "data_sent", "retransmits",
                "spurious_retransmits", "lost_acks", "timeouts", "tail_probes", "duplicates", "out_of_order",

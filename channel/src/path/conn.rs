@@ -9,7 +9,8 @@ use std::time::Instant;
 use nix::sys::socket::MsgFlags;
 
 use iwarp::verbs::{
-    Bytes, QpState, QueuePair, RcQp, RdReceiver, SendOpcode, SendWrOwned, WorkCompletion,
+    Bytes, QpState, QueuePair, RcQp, RdReceiver, SendOpcode, SendWrOwned, VerbsError,
+    WorkCompletion,
 };
 
 use super::set::Rail;
@@ -191,6 +192,12 @@ impl<R> Conn<R> {
             let u = self.unacked.pop_front().expect("front exists");
             done.push(u.role);
         }
+    }
+
+    /// Whether a connection that stopped working ended by the peer's orderly close (an end of
+    /// stream read where a message could begin), not by a reset or an error.
+    pub fn ended_in_order(&self) -> bool {
+        matches!(self.qp.last_error(), Some(VerbsError::PeerClosed))
     }
 
     /// Whether the peer's end is closed (an end of stream waits in the socket, with nothing

@@ -51,8 +51,10 @@ pub struct PathStats {
     pub refused_by_peer: u64,
     /// Set-ups that failed (unreachable, timed out, garbled).
     pub failed: u64,
-    /// Connections we closed after a demotion, and that closed or broke under us.
+    /// Connections we closed after a demotion, that the peer closed in order (an end of
+    /// stream: its demotion, or its end), and that broke under us (a reset, an error).
     pub demoted: u64,
+    pub demoted_by_peer: u64,
     pub lost: u64,
     /// Messages sent again over RD after their connection went.
     pub resent: u64,
@@ -300,9 +302,15 @@ impl<R> RcPaths<R> {
         self.wcs = wcs;
         let peers = rx.peers();
         for id in broken {
-            let addr = self.conns[id.0 as usize].name.udp_addr();
-            diag!(Info, EpData, "RC connection to {addr} closed or broke");
-            self.stats.lost += 1;
+            let c = &self.conns[id.0 as usize];
+            let addr = c.name.udp_addr();
+            if c.ended_in_order() {
+                diag!(Info, EpData, "RC connection to {addr}: closed by the peer");
+                self.stats.demoted_by_peer += 1;
+            } else {
+                diag!(Info, EpData, "RC connection to {addr} broke");
+                self.stats.lost += 1;
+            }
             self.drop_conn(now, peers, id, resend);
         }
         if let Some(since) = now.checked_sub(self.peer_timeout) {
@@ -410,7 +418,11 @@ impl<R> RcPaths<R> {
                 return Err(Reason::Lost);
             }
             // The peer restarted, or closed its end and we have not seen it yet.
-            self.stats.lost += 1;
+            if c.closed_by_peer() {
+                self.stats.demoted_by_peer += 1;
+            } else {
+                self.stats.lost += 1;
+            }
             self.drop_conn(now, peers, id, resend);
         }
         if self.setups.connecting_to(slot) {

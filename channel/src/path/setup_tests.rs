@@ -234,8 +234,45 @@ fn a_restarted_or_closed_peer_replaces_the_connection() {
     let (mut a, _, b, b_name) = connected();
     drop(b);
     // The end of stream reaches A's socket.
-    std::thread::sleep(Duration::from_millis(50));
+    let until = Instant::now() + Duration::from_secs(10);
+    while !a.conns.iter().all(|(_, c)| c.closed_by_peer()) {
+        assert!(Instant::now() < until, "B's close never reached A");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let answer = a.answer(Instant::now(), &b_name.encode(), &mut resend);
     assert_eq!(answer.ok(), Some(b_name));
-    assert_eq!((a.connections(), a.stats.lost), (0, 1));
+    // Closed in order: counted as the peer's, not as a connection lost.
+    let s = a.stats;
+    assert_eq!((a.connections(), s.lost, s.demoted_by_peer), (0, 0, 1));
+}
+
+/// A connection the peer closed in order (an end of stream, as its demotion ends one) is
+/// counted as the peer's demotion; one reset under us is lost.
+#[test]
+fn an_orderly_close_is_the_peers_and_a_reset_is_lost() {
+    for reset in [false, true] {
+        let (mut a, _, b, _) = connected();
+        if reset {
+            // No linger: closing sends a reset instead of an end of stream.
+            let (_, c) = b.conns.iter().next().unwrap();
+            let fd = c.qp.socket().unwrap();
+            let linger = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::Linger, &linger).unwrap();
+        }
+        drop(b);
+        let until = Instant::now() + Duration::from_secs(10);
+        while a.connections() > 0 {
+            progress(&mut a);
+            assert!(
+                Instant::now() < until,
+                "A never saw B's end (reset: {reset})"
+            );
+        }
+        let s = a.stats;
+        let want = if reset { (1, 0) } else { (0, 1) };
+        assert_eq!((s.lost, s.demoted_by_peer), want, "reset: {reset}");
+    }
 }
