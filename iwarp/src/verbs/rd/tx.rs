@@ -24,6 +24,8 @@ use crate::auth::{Context, JobKey, TAG_LEN};
 
 /// Datagrams per `sendmmsg`.
 const TX_BATCH: usize = 16;
+/// Room for this many datagrams is kept in the queue between bursts.
+const TX_KEEP: usize = 4;
 /// Small datagrams are gathered past [`TX_BATCH`] up to this many bytes, so that GSO runs
 /// fill up ...
 const TX_BATCH_BYTES: usize = 256 << 10;
@@ -249,6 +251,11 @@ impl TxQueue {
                     self.drain_front(n);
                 }
             }
+        }
+        // What a burst queued (a full socket, a late-running sender) is given back once sent:
+        // the queue's room counts in the ledger's send queue, which returns to its floor.
+        if self.items.capacity() > TX_KEEP {
+            self.items.shrink_to(TX_KEEP);
         }
         true
     }
