@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
+use iwarp::auth::JobKey;
+
 use crate::diag;
 use crate::error::{Errno, Result};
 use crate::fabric::Fabric;
 use crate::info::{negotiate, Info};
 use crate::mr::SharedMrs;
-use iwarp::auth::JobKey;
 
 #[derive(Debug)]
 pub struct Domain {

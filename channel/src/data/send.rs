@@ -192,11 +192,8 @@ impl State {
             self.peers.addr(to)
         );
         self.stats.failed_sends += 1;
-        let c = Completion {
-            tag: 0,
-            ..send_completion(kind, 0, 0)
-        };
-        self.out.tx_failed(c, Errno(FI_EIO as u32), FI_SEND);
+        self.out
+            .tx_failed(send_completion(kind, 0, 0), Errno(FI_EIO as u32), FI_SEND);
     }
 
     pub(super) fn complete_send(&mut self, send: u64) {
