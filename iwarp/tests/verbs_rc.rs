@@ -335,6 +335,90 @@ fn dropping_the_peer_flushes_receives() {
     assert_eq!((w.wr_id, w.status), (4, WcStatus::FlushError));
 }
 
+/// An orderly close: the sending side closes after its last byte (however long the kernel
+/// takes it), the closing end still receives, and each end's error state says the peer
+/// closed, never a reset.
+#[test]
+fn closing_the_sending_side_in_order() {
+    let (mut a, mut b) = rc_pair(QpConfig::default(), QpConfig::default());
+    let big = pattern(4 << 20, 7);
+    post_buf(&mut b, 1, vec![0; big.len()]);
+    a.post_send(SendWr {
+        wr_id: 1,
+        opcode: SendOpcode::Send,
+        data: &big,
+        ah: None,
+        signaled: true,
+    })
+    .unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    let mut got = None;
+    while !a.close_send().unwrap() {
+        assert!(Instant::now() < deadline, "the send never drained");
+        let mut wcs = Vec::new();
+        b.poll_cq(&mut wcs, 1).unwrap();
+        got = got.or(wcs.pop());
+    }
+    assert_eq!(a.state(), QpState::Closing);
+    assert!(a.close_send().unwrap(), "a second close is a no-op");
+    let w = wait_one(&mut a);
+    assert_eq!(
+        (w.wr_id, w.status),
+        (1, WcStatus::Success),
+        "a's send completed"
+    );
+    let err = post_x(&mut a, 2, None).unwrap_err();
+    assert_invalid_state(&err, QpState::Closing);
+    // The peer's send, posted before it saw the end of stream, reaches the closing end.
+    post_buf(&mut a, 3, vec![0; 8]);
+    b.post_send(SendWr {
+        wr_id: 4,
+        opcode: SendOpcode::Send,
+        data: b"reply",
+        ah: None,
+        signaled: true,
+    })
+    .unwrap();
+    let w = wait_one(&mut a);
+    assert_eq!(
+        (w.wr_id, w.status, w.data()),
+        (3, WcStatus::Success, &b"reply"[..])
+    );
+    assert_eq!(a.state(), QpState::Closing);
+    let mut wcs: Vec<_> = got.into_iter().collect();
+    while wcs.len() < 2 {
+        wcs.push(wait_one(&mut b));
+    }
+    wcs.sort_by_key(|w| w.wr_id);
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success));
+    assert!(
+        wcs[0].data() == big.as_slice(),
+        "every byte sent before the close arrives"
+    );
+    assert_eq!(
+        (wcs[1].wr_id, wcs[1].opcode, wcs[1].status),
+        (4, WcOpcode::Send, WcStatus::Success)
+    );
+    // The end of stream follows the last message.
+    post_buf(&mut b, 5, vec![0; 8]);
+    let w = wait_one(&mut b);
+    assert_eq!((w.wr_id, w.status), (5, WcStatus::FlushError));
+    assert!(
+        matches!(b.last_error(), Some(VerbsError::PeerClosed)),
+        "{:?}",
+        b.last_error()
+    );
+    drop(b);
+    post_buf(&mut a, 6, vec![0; 8]);
+    let w = wait_one(&mut a);
+    assert_eq!((w.wr_id, w.status), (6, WcStatus::FlushError));
+    assert!(
+        matches!(a.last_error(), Some(VerbsError::PeerClosed)),
+        "{:?}",
+        a.last_error()
+    );
+}
+
 #[test]
 fn dropping_the_sender_mid_message() {
     let c = QpConfig {

@@ -196,6 +196,103 @@ fn promotions_and_demotions_mid_stream_keep_order() {
     assert!(pa.demoted + pb.demoted >= 2, "{pa:?} {pb:?}");
     assert!(pa.rc_messages > 0, "{pa:?}");
     wait_idle(&a, &b, "the last messages");
+    // Every demotion is a close both ends agreed on: none broke, and an end closed by its
+    // peer saw one of the peer's own demotions.
+    let (pa, _) = a.ep.with_data(|d| d.path_stats());
+    let (pb, _) = b.ep.with_data(|d| d.path_stats());
+    assert_eq!((pa.lost, pb.lost), (0, 0), "{pa:?} {pb:?}");
+    assert!(
+        pa.demoted_by_peer <= pb.demoted && pb.demoted_by_peer <= pa.demoted,
+        "{pa:?} {pb:?}"
+    );
+}
+
+/// Numbered messages both ways at once across many promotions and demotions: every byte, tag
+/// and source checked at both ends, and every close one both ends agreed on (none counted
+/// lost). The churn runs of scripts/mpi-tests hold demotions for a hotter peer, with
+/// messages in flight, to the same.
+#[test]
+fn demotions_with_messages_both_ways_close_in_order() {
+    let (a, b) = pair_in(Promote {
+        mode: Mode::Hybrid,
+        cap: 1,
+        promote_messages: 3.0,
+        hysteresis: Duration::from_millis(1),
+        idle_limit: Duration::from_millis(5),
+        backoff: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(4),
+        ..Promote::default()
+    });
+    let sizes = [1, 100, 4096, 0, 300, 2000];
+    let burst = 12;
+    // (side, its peer's handle, its handle at the peer): A is 0, B is 1.
+    let ends = [(&a, 1u64, 0u64), (&b, 0, 1)];
+    for round in 0..40u64 {
+        let base = round * burst as u64;
+        let mut bufs = Vec::new();
+        for (s, _, _) in ends {
+            let v: Vec<_> = (0..burst).map(|i| recv_any(s, 4096, 1000 + i)).collect();
+            bufs.push(v);
+        }
+        for (k, (s, dest, _)) in ends.iter().enumerate() {
+            for i in 0..burst {
+                let tag = base + i as u64;
+                let n = sizes[(tag as usize + k) % sizes.len()];
+                send(
+                    s,
+                    *dest,
+                    Kind::Tagged,
+                    tag,
+                    pattern(n, (tag as u8) ^ k as u8),
+                    i,
+                );
+            }
+        }
+        let mut got = [Vec::new(), Vec::new()];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.iter().any(|g| g.len() < 2 * burst) {
+            for (k, (s, _, _)) in ends.iter().enumerate() {
+                match s.cq.read(1, |_, c| got[k].push(*c)) {
+                    Err(e) if e.0 == FI_EAVAIL => panic!("error {:?}", s.cq.read_err()),
+                    _ => {}
+                }
+            }
+            assert!(Instant::now() < deadline, "round {round}: {got:?}");
+        }
+        for (k, g) in got.iter().enumerate() {
+            // What end k received came from the other end, numbered in order.
+            let from = 1 - k;
+            let received: Vec<_> = g.iter().filter(|c| c.op_context >= 1000).collect();
+            assert_eq!(received.len(), burst, "round {round}");
+            for (i, c) in received.iter().enumerate() {
+                let tag = base + i as u64;
+                let n = sizes[(tag as usize + from) % sizes.len()];
+                assert_eq!(
+                    (c.tag, c.len, c.src),
+                    (tag, n, Some(ends[from].2)),
+                    "round {round}"
+                );
+                let buf = &bufs[k][c.op_context - 1000];
+                assert!(
+                    buf.lock()[..n] == pattern(n, (tag as u8) ^ from as u8)[..],
+                    "{tag}"
+                );
+            }
+        }
+        // Every third pause is long enough to demote.
+        let until = Instant::now() + Duration::from_millis(if round % 3 == 2 { 20 } else { 1 });
+        while Instant::now() < until {
+            let _ = a.cq.read(0, |_, _| ());
+            let _ = b.cq.read(0, |_, _| ());
+        }
+    }
+    wait_idle(&a, &b, "A's last messages");
+    wait_idle(&b, &a, "B's last messages");
+    let (pa, _) = a.ep.with_data(|d| d.path_stats());
+    let (pb, _) = b.ep.with_data(|d| d.path_stats());
+    assert!(pa.connected + pb.connected >= 6, "{pa:?} {pb:?}");
+    assert!(pa.demoted + pb.demoted >= 4, "{pa:?} {pb:?}");
+    assert_eq!((pa.lost, pb.lost), (0, 0), "{pa:?} {pb:?}");
 }
 
 /// Loopback's datagrams (65507 bytes) exceed the default FI_DIWARP_RC_DATAGRAM_MAX: however hot

@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use super::{ConnId, RcPaths, PROBE_AFTER};
+use crate::diag;
 use crate::peer::{PeerTable, SlotId};
 
 impl<R> RcPaths<R> {
@@ -58,24 +59,42 @@ impl<R> RcPaths<R> {
     }
 
     /// An acknowledgement alone to slot `slot`'s peer over its connection, if it has one
-    /// (`ask`: asking for one back).
+    /// that still sends (`ask`: asking for one back). A closing connection's peer sends
+    /// again over RD what we did not acknowledge, and we drop what we had.
     fn post_ack(&mut self, peers: &mut PeerTable, slot: SlotId, ask: bool) {
-        if let Some(id) = Self::conn_of(peers, slot) {
+        let sends = |id: &ConnId| !self.conns[id.0 as usize].send_closed();
+        if let Some(id) = Self::conn_of(peers, slot).filter(sends) {
             let header = peers.ack_only(slot, ask);
             self.conns[id.0 as usize].post_ack(header);
         }
     }
 
-    /// Draining connections with nothing left unacknowledged: closed now.
+    /// Draining connections with nothing left unacknowledged close their sending side (an
+    /// end of stream after our last message, once the kernel took it); the peer, reading
+    /// it, closes its own, and that end of stream ends the connection here (`progress`).
+    /// One whose peer never answers is dropped after the peer timeout.
     fn close_drained(&mut self, now: Instant, peers: &mut PeerTable) {
-        let done: Vec<ConnId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.draining && c.is_settled())
-            .map(|(id, _)| ConnId(id as u32))
-            .collect();
-        for id in done {
+        let mut unanswered = Vec::new();
+        for (id, c) in self.conns.iter_mut() {
+            if !c.draining || !c.is_settled() {
+                continue;
+            }
+            let since = *c.closing.get_or_insert(now);
+            if !c.send_closed() {
+                // A failure breaks the connection: the next poll finds it.
+                let _ = c.qp.close_send();
+            } else if now >= since + self.peer_timeout {
+                unanswered.push(ConnId(id as u32));
+            }
+        }
+        for id in unanswered {
             let c = self.remove(peers, id);
+            diag!(
+                Info,
+                EpData,
+                "RC connection to {}: the peer never closed its end",
+                c.name.udp_addr()
+            );
             self.stats.demoted += 1;
             self.policy.closed(now, c.slot.0);
         }

@@ -56,6 +56,10 @@ pub struct Conn<R> {
     pub draining: bool,
     /// Draining, and the peer was asked to acknowledge.
     pub asked: bool,
+    /// Drained, and when its close began: our sending side closes once the kernel took every
+    /// byte (`RcQp::close_send`), and the connection ends when the peer's end of stream
+    /// answers ours.
+    pub closing: Option<Instant>,
     /// When the peer was last asked to acknowledge overdue messages.
     probed: Option<Instant>,
     unacked: VecDeque<Unacked<R>>,
@@ -105,6 +109,7 @@ impl<R> Conn<R> {
             rail,
             draining: false,
             asked: false,
+            closing: None,
             probed: None,
             unacked: VecDeque::new(),
         }
@@ -182,7 +187,12 @@ impl<R> Conn<R> {
                 _ => break,
             }
         }
-        self.qp.state() == QpState::Rts
+        self.qp.state() != QpState::Error
+    }
+
+    /// Whether our sending side is closed: nothing more goes on this connection.
+    pub fn send_closed(&self) -> bool {
+        self.qp.state() == QpState::Closing
     }
 
     /// Takes the messages the peer acknowledged (up to `acked`) off the list; their roles

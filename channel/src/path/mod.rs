@@ -7,9 +7,11 @@
 //! Set-up: the lower endpoint name's connection wins when both sides connect at once
 //! (`hello::initiator_wins`); a responder at its cap refuses with a reason, and the requester
 //! stays on RD for the policy's back-off. Tear-down: a demoted connection takes no new
-//! messages, closes once the peer acknowledged what it carried, and the peer, seeing it close,
-//! sends again over RD what it had not had acknowledged. A broken connection does the same at
-//! both ends. A peer reached by several paths at once is the shape multirail striping takes:
+//! messages and, once the peer acknowledged what it carried, closes its sending side; the
+//! peer, reading that end of stream, sends again over RD what it had not had acknowledged and
+//! closes its own, which ends the connection at the demoting end: a close both ends agree on,
+//! with no unread bytes to make a kernel reset it. A broken connection sends again at both
+//! ends too. A peer reached by several paths at once is the shape multirail striping takes:
 //! a peer's connections are kept per peer, and the per-peer sequence does not care how many.
 
 mod acks;
@@ -130,6 +132,9 @@ pub struct RcPaths<R> {
 /// How long a message sent over a connection may wait for its acknowledgement before the
 /// peer is asked again. A live peer acknowledges within its progress thread's wake-up.
 const PROBE_AFTER: Duration = Duration::from_millis(100);
+
+/// How soon a close whose last bytes the kernel had no room for tries again.
+const CLOSE_RETRY: Duration = Duration::from_millis(1);
 
 /// How often progress looks for connections waiting to be accepted.
 const ACCEPT_EVERY: Duration = Duration::from_micros(500);
@@ -304,12 +309,20 @@ impl<R> RcPaths<R> {
         for id in broken {
             let c = &self.conns[id.0 as usize];
             let addr = c.name.udp_addr();
-            if c.ended_in_order() {
-                diag!(Info, EpData, "RC connection to {addr}: closed by the peer");
-                self.stats.demoted_by_peer += 1;
-            } else {
-                diag!(Info, EpData, "RC connection to {addr} broke");
-                self.stats.lost += 1;
+            match (c.ended_in_order(), c.closing.is_some()) {
+                // The peer's end of stream answered ours: the close both ends agreed on.
+                (true, true) => {
+                    diag!(Debug, EpData, "RC connection to {addr}: closed");
+                    self.stats.demoted += 1;
+                }
+                (true, false) => {
+                    diag!(Info, EpData, "RC connection to {addr}: closed by the peer");
+                    self.stats.demoted_by_peer += 1;
+                }
+                (false, _) => {
+                    diag!(Info, EpData, "RC connection to {addr} broke");
+                    self.stats.lost += 1;
+                }
             }
             self.drop_conn(now, peers, id, resend);
         }
@@ -418,7 +431,9 @@ impl<R> RcPaths<R> {
                 return Err(Reason::Lost);
             }
             // The peer restarted, or closed its end and we have not seen it yet.
-            if c.closed_by_peer() {
+            if c.closing.is_some() {
+                self.stats.demoted += 1;
+            } else if c.closed_by_peer() {
                 self.stats.demoted_by_peer += 1;
             } else {
                 self.stats.lost += 1;
@@ -645,7 +660,17 @@ impl<R> RcPaths<R> {
             .filter_map(|(_, c)| c.oldest())
             .min()
             .map(|t| t + PROBE_AFTER);
-        [setups, policy, awaiting, probe]
+        // A close waiting for the kernel to take our last bytes tries again shortly; one
+        // waiting for the peer's end of stream gives up after the peer timeout.
+        let closing = self
+            .conns
+            .iter()
+            .filter_map(|(_, c)| match c.send_closed() {
+                true => c.closing.map(|t| t + self.peer_timeout),
+                false => c.closing.map(|_| Instant::now() + CLOSE_RETRY),
+            })
+            .min();
+        [setups, policy, awaiting, probe, closing]
             .into_iter()
             .flatten()
             .min()

@@ -85,6 +85,10 @@ pub enum QpState {
     Init,
     /// Ready to send and receive.
     Rts,
+    /// RC only: our sending side is closed ([`RcQp::close_send`]) after everything posted
+    /// went; receives go on until the peer's end of stream, which moves the queue pair to
+    /// Error ([`VerbsError::PeerClosed`]). Nothing can be sent.
+    Closing,
     /// Broken: every posted work request has completed (or will complete) in error.
     Error,
 }

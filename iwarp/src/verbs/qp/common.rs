@@ -99,10 +99,12 @@ impl QpCore {
         }
     }
 
-    /// Whether a poll should touch the socket: only in RTS, and not when `max` completions
-    /// are already waiting (`max == 0` asks for progress alone).
+    /// Whether a poll should touch the socket: only in RTS (or Closing, which still
+    /// receives), and not when `max` completions are already waiting (`max == 0` asks for
+    /// progress alone).
     pub(super) fn wants_progress(&self, max: usize) -> bool {
-        self.state == QpState::Rts && (max == 0 || self.queues.cq_len() < max)
+        matches!(self.state, QpState::Rts | QpState::Closing)
+            && (max == 0 || self.queues.cq_len() < max)
     }
 
     /// Applies [`QpConfig::socket_buffer`], or `default` when it is unset.

@@ -172,6 +172,33 @@ impl RcQp {
         self.service.path.as_ref().map(|rc| rc.settings())
     }
 
+    /// Closes the sending side in order: once everything posted is written, the peer reads
+    /// an end of stream after our last message, and the queue pair moves to
+    /// [`QpState::Closing`], where it still receives until the peer closes its own side.
+    /// Returns whether it did: `false` while bytes still wait for the kernel (poll, and ask
+    /// again). Half of a close both ends agree on: neither end's close then finds unread
+    /// bytes, which would make its kernel reset the connection. `InvalidState` outside RTS,
+    /// and when the connection broke meanwhile (the error state's reason is
+    /// [`QueuePair::last_error`]).
+    ///
+    /// [`QueuePair::last_error`]: super::QueuePair::last_error
+    pub fn close_send(&mut self) -> Result<bool, VerbsError> {
+        if self.core.state == QpState::Closing {
+            return Ok(true);
+        }
+        self.core.require("close_send", QpState::Rts)?;
+        let Some(rc) = &mut self.service.path else {
+            return Err(self.core.invalid_state("close_send"));
+        };
+        let closed = rc.close_send(&mut self.core.queues);
+        self.service.check_failure(&mut self.core);
+        self.core.require("close_send", QpState::Rts)?;
+        if closed {
+            self.core.state = QpState::Closing;
+        }
+        Ok(closed)
+    }
+
     /// Registers `region` with this queue pair (in any state, so that its STag can travel in
     /// the MPA private data). The STag is this queue pair's only: the peer names the region
     /// with it in RDMA Writes and Reads, this side in its own RDMA Reads (`local_stag`).

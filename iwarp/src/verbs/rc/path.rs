@@ -167,6 +167,26 @@ impl RcPath {
         Ok(false)
     }
 
+    /// Writes what waits; once nothing does, shuts the socket's sending side. Whether it did
+    /// (a failure fails the connection).
+    pub(crate) fn close_send(&mut self, q: &mut WorkQueues) -> bool {
+        let result = match self.flush(q) {
+            Ok(_) if !self.tx.is_empty() => return false,
+            Ok(_) => self
+                .stream
+                .shutdown(Shutdown::Write)
+                .map_err(VerbsError::from),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.fail(q, Some(e));
+                false
+            }
+        }
+    }
+
     /// The connection is broken: close it and complete everything outstanding.
     pub(crate) fn fail(&mut self, q: &mut WorkQueues, why: Option<VerbsError>) {
         let _ = self.stream.shutdown(Shutdown::Both);
